@@ -1,0 +1,112 @@
+"""The Tier protocol and the Verdict type every tier returns."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from enum import StrEnum
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+CandidateKind = Literal["molecule", "code", "json", "text"]
+
+
+class VerdictStatus(StrEnum):
+    """Outcome of one tier on one item."""
+
+    passed = "passed"
+    failed = "failed"  # the policy's output is bad: a scored, low result
+    error = "error"  # our fault (timeout, crash, not converged): never a reward of 0
+    pending = "pending"  # waiting on something outside (people)
+
+
+class Cost(BaseModel):
+    """Resources one verdict consumed."""
+
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+
+
+class Candidate(BaseModel):
+    """One thing a tier judges: kind, payload, optional reference and metadata."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: CandidateKind
+    payload: dict[str, Any]
+    reference: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class Verdict(BaseModel):
+    """One tier's judgement of one item."""
+
+    status: VerdictStatus
+    score: float | None = None
+    uncertainty: float | None = None
+    components: dict[str, float] = Field(default_factory=dict)
+    feedback: str = ""
+    reason: str | None = Field(
+        default=None, description="Short machine-readable cause for failed/error verdicts"
+    )
+    cost: Cost = Field(default_factory=Cost)
+    tier: str
+    tier_version: str
+    cached: bool = False
+
+
+@runtime_checkable
+class Tier(Protocol):
+    """A verifier stage. Implementations are small classes; heavy imports stay inside methods."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    queue: ClassVar[str]
+    cost_class: ClassVar[float]  # cost units charged per verified item
+    kinds: ClassVar[frozenset[str]]
+
+    def verify_batch(
+        self, items: Sequence[Candidate], config: Mapping[str, Any]
+    ) -> list[Verdict]:
+        """Judge every item; one verdict per item, in order. Never raises for bad items."""
+        ...
+
+    def canonical_payload(self, item: Candidate) -> str:
+        """Canonical text of the item for the content-addressed verdict cache."""
+        ...
+
+
+def stable_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: the same value always gives the same text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """Short content hash of a tier config, part of every cache key."""
+    return hashlib.sha256(stable_json(dict(config)).encode()).hexdigest()[:16]
+
+
+class Stopwatch:
+    """Measures wall and CPU seconds of a block (process CPU time)."""
+
+    def __init__(self) -> None:
+        self.wall_s = 0.0
+        self.cpu_s = 0.0
+
+    @contextmanager
+    def measure(self) -> Iterator[Stopwatch]:
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        try:
+            yield self
+        finally:
+            self.wall_s += time.perf_counter() - wall0
+            self.cpu_s += time.process_time() - cpu0
+
+    def cost(self, share: int = 1) -> Cost:
+        """The measured cost split evenly over `share` items."""
+        share = max(share, 1)
+        return Cost(cpu_s=self.cpu_s / share, wall_s=self.wall_s / share)
