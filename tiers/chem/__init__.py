@@ -1,0 +1,1 @@
+"""Chemistry tiers: chem.fast (RDKit), chem.surrogate (force field, xTB, model), chem.dft."""

@@ -1,0 +1,524 @@
+"""chem.fast: RDKit parse and sanitize, element/charge/ring rules, structural alerts, properties.
+
+About a millisecond per molecule. Every property is a verdict component; the score is QED
+(times the penalty of alerts configured as penalties) when the molecule passes every rule.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, ClassVar, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from rdkit import Chem, DataStructs, rdBase
+from rdkit.Chem import QED, rdFingerprintGenerator, rdMolDescriptors
+
+from tiers.base import Candidate, Stopwatch, Verdict, VerdictStatus, stable_json
+from tiers.chem.alerts import AlertCatalog, AlertHit, catalog_hits, compile_smarts
+from tiers.chem.molecule import (
+    FragmentPolicy,
+    ParsedMolecule,
+    candidate_smiles,
+    canonical_or_raw,
+    parse_smiles,
+    reference_smiles,
+)
+
+AlertAction = Literal["filter", "penalty", "report"]
+
+# Elements of organic, drug-like chemistry; the default `allowed_elements`.
+ORGANIC_ELEMENTS: tuple[str, ...] = (
+    "H", "B", "C", "N", "O", "F", "Si", "P", "S", "Cl", "Se", "Br", "I",
+)  # fmt: skip
+
+# Every component chem.fast can report (the similarity ones only when references are given).
+COMPONENTS: dict[str, str] = {
+    "valid": "1 when the SMILES parsed and sanitized, else 0",
+    "passed": "1 when every rule of the config passed, else 0",
+    "fragments": "number of disconnected fragments in the input",
+    "heavy_atoms": "heavy (non-hydrogen) atoms",
+    "mw": "average molecular weight, g/mol",
+    "logp": "Crippen logP (Wildman-Crippen)",
+    "tpsa": "topological polar surface area, A^2 (N and O contributions)",
+    "hbd": "hydrogen-bond donors (RDKit NumHDonors)",
+    "hba": "hydrogen-bond acceptors (RDKit NumHAcceptors)",
+    "rotatable_bonds": "rotatable bonds (RDKit strict definition)",
+    "fsp3": "fraction of sp3 carbons",
+    "rings": "rings in the SSSR",
+    "aromatic_rings": "aromatic rings",
+    "min_ring_size": "smallest ring size (0 when acyclic)",
+    "max_ring_size": "largest ring size (0 when acyclic)",
+    "stereocentres": "tetrahedral stereocentres, specified or not",
+    "unassigned_stereocentres": "stereocentres whose configuration the SMILES leaves open",
+    "formal_charge": "net formal charge",
+    "charged_atoms": "atoms with a non-zero formal charge",
+    "radical_electrons": "unpaired electrons",
+    "qed": "quantitative estimate of drug-likeness (Bickerton 2012), 0..1",
+    "sa_score": "synthetic accessibility (Ertl & Schuffenhauer 2009), 1 easy .. 10 hard",
+    "lipinski_violations": "rule-of-five violations: MW>500, logP>5, HBD>5, HBA>10 (0..4)",
+    "veber_violations": "Veber violations: rotatable bonds>10, TPSA>140 (0..2)",
+    "alerts": "structural alerts hit (all catalogs and custom SMARTS)",
+    "alerts_custom": "custom SMARTS alerts hit",
+    "alert_penalty": "multiplier applied to the score by penalty alerts, 0..1",
+    "substructures_missing": "required substructures not found",
+    "tanimoto_max": "largest Morgan-fingerprint Tanimoto similarity to a reference, 0..1",
+    "tanimoto_mean": "mean Morgan-fingerprint Tanimoto similarity to the references, 0..1",
+}
+CATALOG_COMPONENTS = {f"alerts_{c.lower()}": f"{c} alerts hit" for c in get_args(AlertCatalog)}
+COMPONENTS.update(CATALOG_COMPONENTS)
+
+
+def _default_alerts() -> dict[AlertCatalog, AlertAction]:
+    # NIH is left out of the default: it costs about as much as PAINS (~1 ms) and adds little.
+    return {"PAINS": "filter", "BRENK": "report"}
+
+
+class RangeSpec(BaseModel):
+    """Inclusive bounds on one component; a molecule outside them fails."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RangeSpec:
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min} is greater than max {self.max}")
+        return self
+
+
+class CustomAlert(BaseModel):
+    """An operator SMARTS: a hit fails the molecule (filter) or scales its score (penalty)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    smarts: str = Field(min_length=1)
+    action: Literal["filter", "penalty"] = "filter"
+    penalty: float = Field(default=0.5, ge=0.0, le=1.0, description="Score multiplier per hit.")
+
+    @field_validator("smarts")
+    @classmethod
+    def _valid_smarts(cls, value: str) -> str:
+        if compile_smarts(value) is None:
+            raise ValueError(f"invalid SMARTS {value!r}")
+        return value
+
+
+class ChemFastConfig(BaseModel):
+    """Policy configuration of chem.fast."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_smiles_length: int = Field(default=2000, gt=0, description="Longer input fails unparsed.")
+    fragments: FragmentPolicy = Field(
+        default="largest",
+        description="Disconnected input: keep all, keep the largest (salt stripping), or reject.",
+    )
+    allowed_elements: list[str] | None = Field(
+        default=list(ORGANIC_ELEMENTS), description="Element symbols allowed; null allows all."
+    )
+    allow_radicals: bool = False
+    allow_charged_atoms: bool = True
+    max_abs_formal_charge: int | None = Field(default=None, ge=0, description="On the net charge.")
+    ranges: dict[str, RangeSpec] = Field(
+        default_factory=dict, description="Component name -> {min, max}, e.g. heavy_atoms."
+    )
+    alerts: dict[AlertCatalog, AlertAction] = Field(
+        default_factory=_default_alerts,
+        description="RDKit FilterCatalog -> what a hit does.",
+    )
+    alert_penalty: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="Score multiplier per hit of a 'penalty' catalog."
+    )
+    custom_alerts: list[CustomAlert] = Field(default_factory=list)
+    required_substructures: list[str] = Field(
+        default_factory=list, description="SMARTS that must all match."
+    )
+    reference_smiles: list[str] = Field(
+        default_factory=list, description="References for similarity, besides each item's own."
+    )
+    fingerprint_radius: int = Field(default=2, ge=1, le=6)
+    fingerprint_size: int = Field(default=2048, ge=64, le=16384)
+
+    @field_validator("allowed_elements")
+    @classmethod
+    def _known_elements(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        table = Chem.GetPeriodicTable()
+        for symbol in value:
+            try:
+                number = table.GetAtomicNumber(symbol)
+            except Exception:
+                number = -1
+            if number <= 0:
+                raise ValueError(f"unknown element symbol {symbol!r}")
+        return value
+
+    @field_validator("ranges")
+    @classmethod
+    def _known_components(cls, value: dict[str, RangeSpec]) -> dict[str, RangeSpec]:
+        unknown = sorted(set(value) - set(COMPONENTS))
+        if unknown:
+            raise ValueError(
+                f"unknown component(s) {unknown} in ranges; known: {sorted(COMPONENTS)}"
+            )
+        return value
+
+    @field_validator("required_substructures")
+    @classmethod
+    def _valid_required(cls, value: list[str]) -> list[str]:
+        for smarts in value:
+            if compile_smarts(smarts) is None:
+                raise ValueError(f"invalid SMARTS {smarts!r} in required_substructures")
+        return value
+
+    @field_validator("reference_smiles")
+    @classmethod
+    def _valid_references(cls, value: list[str]) -> list[str]:
+        for smiles in value:
+            with rdBase.BlockLogs():
+                mol = Chem.MolFromSmiles(smiles)
+            if mol is None:
+                raise ValueError(f"reference SMILES {smiles!r} does not parse")
+        return value
+
+
+def parse_config(config: Mapping[str, Any]) -> ChemFastConfig:
+    """Validated config; ValueError with every problem when it is bad."""
+    try:
+        return ChemFastConfig.model_validate(dict(config))
+    except ValidationError as exc:
+        raise ValueError(f"invalid chem.fast config: {exc}") from exc
+
+
+@dataclass
+class _Prepared:
+    """Everything a config needs at run time, built once per distinct config."""
+
+    config: ChemFastConfig
+    allowed: frozenset[int] | None
+    required: list[tuple[str, Chem.Mol]]
+    custom: list[tuple[CustomAlert, Chem.Mol]]
+    fpgen: Any
+    reference_fps: list[Any] = field(default_factory=list)
+
+
+def _query(smarts: str) -> Chem.Mol:
+    query = compile_smarts(smarts)
+    if query is None:  # the config validators already rejected it
+        raise ValueError(f"invalid SMARTS {smarts!r}")
+    return query
+
+
+@cache
+def _prepare(config_json: str) -> _Prepared:
+    """Validate and compile a config, keyed by its stable JSON (so once per distinct config)."""
+    config = parse_config(json.loads(config_json))
+    table = Chem.GetPeriodicTable()
+    allowed = (
+        None
+        if config.allowed_elements is None
+        else frozenset(table.GetAtomicNumber(s) for s in config.allowed_elements)
+    )
+    fpgen = rdFingerprintGenerator.GetMorganGenerator(
+        radius=config.fingerprint_radius, fpSize=config.fingerprint_size
+    )
+    refs = [Chem.MolFromSmiles(s) for s in config.reference_smiles]
+    return _Prepared(
+        config=config,
+        allowed=allowed,
+        required=[(s, _query(s)) for s in config.required_substructures],
+        custom=[(a, _query(a.smarts)) for a in config.custom_alerts],
+        fpgen=fpgen,
+        reference_fps=[fpgen.GetFingerprint(m) for m in refs if m is not None],
+    )
+
+
+@cache
+def _sascorer() -> Any:
+    from rdkit.Contrib.SA_Score import sascorer  # loads its fragment table on first use
+
+    sascorer.readFragmentScores()
+    return sascorer
+
+
+@cache
+def _reference_fp(smiles: str, radius: int, size: int) -> Any:
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(smiles)
+    if mol is None:
+        return None
+    gen = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=size)
+    return gen.GetFingerprint(mol)
+
+
+def molecule_properties(mol: Chem.Mol) -> dict[str, float]:
+    """The RDKit properties chem.fast reports for a sanitized molecule."""
+    qed_props = QED.properties(mol)  # type: ignore[no-untyped-call]  # MW, Crippen logP and TPSA come with it: computed once
+    ring_sizes = [len(r) for r in mol.GetRingInfo().AtomRings()]
+    centres = Chem.FindMolChiralCenters(  # type: ignore[no-untyped-call]
+        mol, includeUnassigned=True, includeCIP=False, useLegacyImplementation=False
+    )
+    charges = [a.GetFormalCharge() for a in mol.GetAtoms()]
+    mw, logp, tpsa = qed_props.MW, qed_props.ALOGP, qed_props.PSA
+    hbd = rdMolDescriptors.CalcNumHBD(mol)
+    hba = rdMolDescriptors.CalcNumHBA(mol)
+    rotb = rdMolDescriptors.CalcNumRotatableBonds(mol)
+    return {
+        "heavy_atoms": float(mol.GetNumHeavyAtoms()),
+        "mw": float(mw),
+        "logp": float(logp),
+        "tpsa": float(tpsa),
+        "hbd": float(hbd),
+        "hba": float(hba),
+        "rotatable_bonds": float(rotb),
+        "fsp3": float(rdMolDescriptors.CalcFractionCSP3(mol)),
+        "rings": float(len(ring_sizes)),
+        "aromatic_rings": float(rdMolDescriptors.CalcNumAromaticRings(mol)),
+        "min_ring_size": float(min(ring_sizes, default=0)),
+        "max_ring_size": float(max(ring_sizes, default=0)),
+        "stereocentres": float(len(centres)),
+        "unassigned_stereocentres": float(sum(1 for _, label in centres if label == "?")),
+        "formal_charge": float(sum(charges)),
+        "charged_atoms": float(sum(1 for c in charges if c)),
+        "radical_electrons": float(sum(a.GetNumRadicalElectrons() for a in mol.GetAtoms())),
+        "qed": float(QED.qed(mol, qedProperties=qed_props)),  # type: ignore[no-untyped-call]
+        "sa_score": float(_sascorer().calculateScore(mol)),
+        "lipinski_violations": float((mw > 500) + (logp > 5) + (hbd > 5) + (hba > 10)),
+        "veber_violations": float((rotb > 10) + (tpsa > 140)),
+    }
+
+
+def _invalid_verdict(parsed: ParsedMolecule) -> Verdict:
+    components = {"valid": 0.0, "passed": 0.0}
+    if parsed.n_fragments:
+        components["fragments"] = float(parsed.n_fragments)
+    return Verdict(
+        status=VerdictStatus.failed,
+        score=0.0,
+        components=components,
+        feedback=parsed.message,
+        reason=parsed.reason,
+        tier=ChemFastTier.name,
+        tier_version=ChemFastTier.version,
+    )
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+class ChemFastTier:
+    """RDKit validity, rules, alerts and properties of a molecule (~1 ms)."""
+
+    name: ClassVar[str] = "chem.fast"
+    version: ClassVar[str] = "1.0.0"
+    queue: ClassVar[str] = "tier.fast"
+    cost_class: ClassVar[float] = 0.001
+    kinds: ClassVar[frozenset[str]] = frozenset({"molecule"})
+
+    def validate_config(self, config: Mapping[str, Any]) -> None:
+        """Raise ValueError with a clear message when `config` is not a valid chem.fast config."""
+        parse_config(config)
+
+    def canonical_payload(self, item: Candidate) -> str:
+        """Canonical isomeric SMILES of the whole input; the raw stripped text if it won't parse."""
+        return canonical_or_raw(candidate_smiles(item))
+
+    def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
+        """One verdict per item, in order; bad molecules are failed verdicts, never exceptions."""
+        prepared = _prepare(stable_json(dict(config)))
+        verdicts: list[Verdict] = []
+        # RDKit logs every parse error to stderr; capture (and drop) it for the whole batch.
+        with rdBase.CaptureErrorLog():
+            for item in items:
+                watch = Stopwatch()
+                with watch.measure():
+                    try:
+                        verdict = self._verify_one(item, prepared)
+                    except Exception as exc:  # a bug of ours must not lose the batch
+                        verdict = Verdict(
+                            status=VerdictStatus.error,
+                            reason="internal_error",
+                            feedback=f"chem.fast failed on this item: {type(exc).__name__}: {exc}",
+                            tier=self.name,
+                            tier_version=self.version,
+                        )
+                verdict.cost = watch.cost()
+                verdicts.append(verdict)
+        return verdicts
+
+    def _verify_one(self, item: Candidate, prep: _Prepared) -> Verdict:
+        cfg = prep.config
+        parsed = parse_smiles(
+            candidate_smiles(item), max_length=cfg.max_smiles_length, fragments=cfg.fragments
+        )
+        if parsed.mol is None:
+            return _invalid_verdict(parsed)
+        mol = parsed.mol
+        problems: list[tuple[str, str]] = []  # (reason code, feedback line)
+        notes: list[str] = []
+        if parsed.n_fragments > 1 and cfg.fragments == "largest":
+            notes.append(
+                f"The input had {parsed.n_fragments} fragments; only the largest was scored."
+            )
+
+        if prep.allowed is not None:
+            bad = sorted(
+                {a.GetSymbol() for a in mol.GetAtoms() if a.GetAtomicNum() not in prep.allowed}
+            )
+            if bad:
+                problems.append(
+                    (
+                        "element_not_allowed",
+                        f"Element(s) {', '.join(bad)} not allowed; allowed: "
+                        f"{', '.join(cfg.allowed_elements or [])}.",
+                    )
+                )
+
+        components: dict[str, float] = {"valid": 1.0, "fragments": float(parsed.n_fragments)}
+        components.update(molecule_properties(mol))
+
+        if components["radical_electrons"] and not cfg.allow_radicals:
+            problems.append(
+                (
+                    "radical",
+                    f"The molecule has {int(components['radical_electrons'])} unpaired "
+                    "electron(s); radicals are not allowed.",
+                )
+            )
+        if components["charged_atoms"] and not cfg.allow_charged_atoms:
+            problems.append(
+                (
+                    "charged_atoms",
+                    f"{int(components['charged_atoms'])} atom(s) carry a formal charge; "
+                    "charged atoms are not allowed.",
+                )
+            )
+        if (
+            cfg.max_abs_formal_charge is not None
+            and abs(components["formal_charge"]) > cfg.max_abs_formal_charge
+        ):
+            problems.append(
+                (
+                    "formal_charge",
+                    f"Net formal charge {int(components['formal_charge']):+d} exceeds "
+                    f"+/-{cfg.max_abs_formal_charge}.",
+                )
+            )
+
+        # Structural alerts.
+        penalty = 1.0
+        hits_total = 0
+        hit_lines: list[str] = []
+        for catalog, action in cfg.alerts.items():
+            hits = catalog_hits(catalog, mol)
+            components[f"alerts_{catalog.lower()}"] = float(len(hits))
+            hits_total += len(hits)
+            if not hits:
+                continue
+            hit_lines.extend(h.describe() for h in hits)
+            if action == "filter":
+                names = ", ".join(h.name for h in hits)
+                problems.append((f"alert:{catalog}", f"{catalog} alert(s) hit: {names}."))
+            elif action == "penalty":
+                penalty *= cfg.alert_penalty ** len(hits)
+        custom_hits = 0
+        for alert, query in prep.custom:
+            matches = mol.GetSubstructMatches(query)
+            if not matches:
+                continue
+            custom_hits += len(matches)
+            atoms = tuple(sorted({a for m in matches for a in m}))
+            hit_lines.append(AlertHit(source="custom", name=alert.name, atoms=atoms).describe())
+            if alert.action == "filter":
+                problems.append(
+                    (f"alert:{alert.name}", f"Custom alert '{alert.name}' ({alert.smarts}) hit.")
+                )
+            else:
+                penalty *= alert.penalty ** len(matches)
+        components["alerts_custom"] = float(custom_hits)
+        components["alerts"] = float(hits_total + custom_hits)
+        components["alert_penalty"] = penalty
+
+        missing = [s for s, query in prep.required if not mol.HasSubstructMatch(query)]
+        components["substructures_missing"] = float(len(missing))
+        if missing:
+            problems.append(
+                ("missing_substructure", f"Required substructure(s) not found: {missing}.")
+            )
+
+        # Similarity to references: the config's and the item's own, one bulk call.
+        ref_fps = list(prep.reference_fps)
+        for smiles in reference_smiles(item):
+            fp = _reference_fp(smiles, cfg.fingerprint_radius, cfg.fingerprint_size)
+            if fp is not None:
+                ref_fps.append(fp)
+        if ref_fps:
+            sims = DataStructs.BulkTanimotoSimilarity(prep.fpgen.GetFingerprint(mol), ref_fps)
+            components["tanimoto_max"] = float(max(sims))
+            components["tanimoto_mean"] = float(math.fsum(sims) / len(sims))
+
+        for comp, bounds in cfg.ranges.items():
+            value = components.get(comp)
+            if value is None:
+                return Verdict(
+                    status=VerdictStatus.error,
+                    reason="no_reference",
+                    feedback=f"The config bounds {comp!r} but no reference molecule was given "
+                    "(item reference or config reference_smiles).",
+                    components=components,
+                    tier=self.name,
+                    tier_version=self.version,
+                )
+            low = bounds.min if bounds.min is not None else -math.inf
+            high = bounds.max if bounds.max is not None else math.inf
+            if not low <= value <= high:
+                problems.append(
+                    (
+                        f"out_of_range:{comp}",
+                        f"{comp} = {_fmt(value)} is outside [{_fmt(low)}, {_fmt(high)}].",
+                    )
+                )
+
+        summary = (
+            f"Canonical SMILES {parsed.smiles}. QED {_fmt(components['qed'])}, "
+            f"SA {_fmt(components['sa_score'])}, MW {_fmt(components['mw'])}, "
+            f"logP {_fmt(components['logp'])}, TPSA {_fmt(components['tpsa'])}."
+        )
+        alert_text = (
+            "Structural alerts: " + "; ".join(hit_lines) + "."
+            if hit_lines
+            else "No structural alerts."
+        )
+        if problems:
+            components["passed"] = 0.0
+            feedback = " ".join([*(p[1] for p in problems), *notes, summary, alert_text])
+            return Verdict(
+                status=VerdictStatus.failed,
+                score=0.0,
+                components=components,
+                feedback=feedback,
+                reason=problems[0][0],
+                tier=self.name,
+                tier_version=self.version,
+            )
+        components["passed"] = 1.0
+        score = components["qed"] * penalty
+        if penalty < 1.0:
+            notes.append(f"Score QED x alert penalty {_fmt(penalty)}.")
+        return Verdict(
+            status=VerdictStatus.passed,
+            score=min(max(score, 0.0), 1.0),
+            components=components,
+            feedback=" ".join([summary, alert_text, *notes]),
+            tier=self.name,
+            tier_version=self.version,
+        )
