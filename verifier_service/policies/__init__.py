@@ -1,0 +1,1 @@
+"""Escalation policies: documents, CEL gates, parsing; storage and API live beside them."""

@@ -1,0 +1,512 @@
+"""CEL gate expressions: compile once, type-check at save time, evaluate fast per item.
+
+A gate (or a group ``by``, a penalty, a hard gate) is a CEL expression over four variables:
+
+- ``verdicts``: map tier -> ``{status, score, uncertainty, has_score, has_uncertainty, components}``
+- ``item``: ``{kind, metadata}``
+- ``audit``: a deterministic uniform draw in [0, 1) for (item, step)
+- ``group``: ``{size, rank}``; rank 0 is the best of its group for the step's ``by``
+
+plus the functions ``abs``, ``min`` and ``max`` (CEL has none for numbers). The package
+``common-expression-language`` has no static type checker, so an expression is checked by static
+analysis of the names it references (variables, functions, tiers) and by evaluating it against
+fully populated sample contexts of the right shape; the result must have the expected type.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+import cel
+
+from tiers.base import Verdict
+
+ExpectKind = Literal["bool", "number"]
+
+ROOT_VARIABLES: tuple[str, ...] = ("verdicts", "item", "audit", "group")
+VERDICT_FIELDS: tuple[str, ...] = (
+    "status",
+    "score",
+    "uncertainty",
+    "has_score",
+    "has_uncertainty",
+    "components",
+)
+STATUSES: tuple[str, ...] = ("passed", "failed", "error", "pending")
+
+# CEL standard functions and type identifiers this package's interpreter understands.
+_CEL_FUNCTIONS = frozenset(
+    {
+        "size", "int", "uint", "double", "string", "bool", "bytes", "type", "dyn", "has",
+        "matches", "contains", "startsWith", "endsWith", "timestamp", "duration",
+        "getFullYear", "getMonth", "getDayOfYear", "getDayOfMonth", "getDate", "getDayOfWeek",
+        "getHours", "getMinutes", "getSeconds", "getMilliseconds",
+    }
+)  # fmt: skip
+_CEL_TYPE_NAMES = frozenset(
+    {"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"}
+)
+_COMPREHENSION_VAR = re.compile(
+    r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,"
+)
+_TIER_INDEX = re.compile(r"""\bverdicts\s*\[\s*(?:'([^'\\]*)'|"([^"\\]*)")\s*\]""")
+_TIER_FIELD = re.compile(r"\bverdicts\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)\b(?!\s*\()")
+_TIER_IN = re.compile(r"""(?:'([^'\\]*)'|"([^"\\]*)")\s+in\s+verdicts\b""")
+_VERDICTS_TOKEN = re.compile(r"\bverdicts\b")
+_STRING_LITERAL = re.compile(r"""'([^'\\]*)'|"([^"\\]*)\"""")
+_FIELD_AFTER = re.compile(r"\b(?:components|metadata)\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
+
+
+class GateCompileError(ValueError):
+    """A CEL expression that does not compile or does not type-check; ``msg`` says why."""
+
+    def __init__(self, msg: str, *, expression: str = "") -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.expression = expression
+
+
+class GateEvaluationError(RuntimeError):
+    """A compiled expression failed on a real context (missing key, wrong type, ...)."""
+
+    def __init__(self, expression: str, cause: BaseException | str) -> None:
+        detail = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+        super().__init__(f"gate expression {expression!r} failed: {detail}")
+        self.expression = expression
+        self.cause = cause
+
+
+# --------------------------------------------------------------------------- context
+
+
+def _finite(value: float | None) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictView:
+    """What an expression sees of one verdict. Missing or non-finite numbers read as 0.0."""
+
+    status: str
+    score: float | None = None
+    uncertainty: float | None = None
+    components: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_verdict(cls, verdict: Verdict) -> VerdictView:
+        return cls(
+            status=str(verdict.status),
+            score=verdict.score,
+            uncertainty=verdict.uncertainty,
+            components=verdict.components,
+        )
+
+    def to_cel(self) -> dict[str, Any]:
+        score = _finite(self.score)
+        uncertainty = _finite(self.uncertainty)
+        # Non-finite components are left out: reading one is an error, never a silent number.
+        components = {
+            str(k): float(v)
+            for k, v in self.components.items()
+            if isinstance(v, int | float) and math.isfinite(v)
+        }
+        return {
+            "status": self.status,
+            "score": 0.0 if score is None else score,
+            "uncertainty": 0.0 if uncertainty is None else uncertainty,
+            "has_score": score is not None,
+            "has_uncertainty": uncertainty is not None,
+            "components": components,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ItemView:
+    """What an expression sees of the item: its kind and its metadata (map<string, dyn>)."""
+
+    kind: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_cel(self) -> dict[str, Any]:
+        return {"kind": self.kind, "metadata": _cel_safe(dict(self.metadata))}
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """Rank of the item in its GRPO group for this step's ``by`` (0 = best); size 1 alone."""
+
+    size: int = 1
+    rank: int = 0
+
+
+def _cel_safe(value: Any) -> Any:
+    """Metadata as CEL values: JSON-like data kept, anything else as its string form."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _cel_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_cel_safe(v) for v in value]
+    return str(value)
+
+
+@dataclass(frozen=True)
+class GateContext:
+    """Everything an expression may read about one item at one step. Treat as immutable.
+
+    The CEL environment is built lazily and cached per set of variables an expression reads,
+    so evaluating the gate, the group ``by``, penalties and hard gates of one item pays the
+    conversion once.
+    """
+
+    verdicts: Mapping[str, VerdictView] = field(default_factory=dict)
+    item: ItemView = field(default_factory=lambda: ItemView(kind="text"))
+    audit: float = 0.0
+    group: GroupView = field(default_factory=GroupView)
+    _envs: dict[tuple[Any, ...], cel.Context] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        kind: str,
+        verdicts: Mapping[str, Verdict | VerdictView] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        audit: float = 0.0,
+        group_size: int = 1,
+        group_rank: int = 0,
+    ) -> GateContext:
+        """A context from tier verdicts (``tiers.base.Verdict``) keyed by tier name."""
+        views = {
+            tier: v if isinstance(v, VerdictView) else VerdictView.from_verdict(v)
+            for tier, v in (verdicts or {}).items()
+        }
+        return cls(
+            verdicts=views,
+            item=ItemView(kind=kind, metadata=dict(metadata or {})),
+            audit=float(audit),
+            group=GroupView(size=group_size, rank=group_rank),
+        )
+
+    def with_group(self, *, size: int, rank: int) -> GateContext:
+        """The same context seen from a group rank (the cached environments are not shared)."""
+        return GateContext(
+            verdicts=self.verdicts, item=self.item, audit=self.audit,
+            group=GroupView(size=size, rank=rank),
+        )  # fmt: skip
+
+    def with_audit(self, audit: float) -> GateContext:
+        """The same context with another audit draw (one per ladder step)."""
+        return GateContext(verdicts=self.verdicts, item=self.item, audit=audit, group=self.group)
+
+    def _variable(self, name: str, tiers: frozenset[str] | None) -> Any:
+        if name == "verdicts":
+            if tiers is None:
+                return {t: v.to_cel() for t, v in self.verdicts.items()}
+            return {t: self.verdicts[t].to_cel() for t in tiers if t in self.verdicts}
+        if name == "item":
+            return self.item.to_cel()
+        if name == "audit":
+            return float(self.audit)
+        if name == "group":
+            return {"size": int(self.group.size), "rank": int(self.group.rank)}
+        raise KeyError(name)
+
+    def cel_env(
+        self, variables: frozenset[str], tiers: frozenset[str] | None, functions: bool
+    ) -> cel.Context:
+        """The CEL environment with only what an expression reads (conversion is the cost)."""
+        key = (variables, tiers, functions)
+        env = self._envs.get(key)
+        if env is None:
+            env = cel.Context(
+                variables={name: self._variable(name, tiers) for name in variables},
+                functions=_FUNCTIONS if functions else None,
+            )
+            self._envs[key] = env
+        return env
+
+
+def audit_draw(content_hash: str, step_index: int) -> float:
+    """Deterministic uniform draw in [0, 1) for an item (by content hash) at a ladder step."""
+    digest = hashlib.sha256(f"audit:{content_hash}:{step_index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+# --------------------------------------------------------------------------- functions
+
+
+def _num(value: Any, fn: str) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{fn}() takes numbers, got {type(value).__name__}")
+    return value
+
+
+def _abs(x: Any) -> float | int:
+    return abs(_num(x, "abs"))
+
+
+def _min(*xs: Any) -> float | int:
+    if not xs:
+        raise TypeError("min() needs at least one number")
+    return min(_num(x, "min") for x in xs)
+
+
+def _max(*xs: Any) -> float | int:
+    if not xs:
+        raise TypeError("max() needs at least one number")
+    return max(_num(x, "max") for x in xs)
+
+
+_FUNCTIONS: dict[str, Any] = {"abs": _abs, "min": _min, "max": _max}
+ALLOWED_FUNCTIONS = _CEL_FUNCTIONS | frozenset(_FUNCTIONS)
+
+
+# --------------------------------------------------------------------------- compile
+
+
+def _literal(match: re.Match[str]) -> str:
+    return match.group(1) if match.group(1) is not None else match.group(2)
+
+
+def referenced_tiers(expr: str) -> tuple[frozenset[str], bool]:
+    """Tier names an expression names literally, and whether every use of ``verdicts`` does."""
+    names: set[str] = set()
+    literal_uses = 0
+    for pattern in (_TIER_INDEX, _TIER_FIELD):
+        for m in pattern.finditer(expr):
+            names.add(_literal(m) if pattern is _TIER_INDEX else m.group(1))
+            literal_uses += 1
+    for m in _TIER_IN.finditer(expr):
+        names.add(_literal(m))
+    all_literal = literal_uses == len(_VERDICTS_TOKEN.findall(expr))
+    return frozenset(names), all_literal
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledExpr:
+    """A compiled CEL expression. ``tiers`` is None when it reads ``verdicts`` dynamically."""
+
+    source: str
+    expect: ExpectKind
+    program: Any = field(repr=False)
+    variables: frozenset[str]
+    tiers: frozenset[str] | None
+    uses_functions: bool
+
+    @property
+    def named_tiers(self) -> frozenset[str]:
+        """Tiers the expression names literally (``verdicts['x']``, ``'x' in verdicts``)."""
+        return referenced_tiers(self.source)[0]
+
+    def _run(self, ctx: GateContext) -> Any:
+        env = ctx.cel_env(self.variables, self.tiers, self.uses_functions)
+        try:
+            return self.program.execute(env)
+        except Exception as exc:  # the interpreter raises KeyError/TypeError/RuntimeError/...
+            raise GateEvaluationError(self.source, exc) from exc
+
+    def evaluate_bool(self, ctx: GateContext) -> bool:
+        """The expression's truth value on ``ctx``; anything but a bool is an error."""
+        result = self._run(ctx)
+        if not isinstance(result, bool):
+            raise GateEvaluationError(self.source, f"expected bool, got {type(result).__name__}")
+        return result
+
+    def evaluate_number(self, ctx: GateContext) -> float:
+        """The expression's numeric value on ``ctx``; non-numbers and NaN are errors."""
+        result = self._run(ctx)
+        if isinstance(result, bool) or not isinstance(result, int | float):
+            raise GateEvaluationError(
+                self.source, f"expected a number, got {type(result).__name__}"
+            )
+        value = float(result)
+        if math.isnan(value):
+            raise GateEvaluationError(self.source, "expression evaluated to NaN")
+        return value
+
+
+def _syntax_message(exc: Exception) -> str:
+    text = str(exc)
+    # "Failed to parse expression '...': ERROR: <input>:1:4: Syntax error: ...\n| src\n| ...^"
+    m = re.search(r"<input>:(\d+):(\d+):\s*(.*)", text, flags=re.DOTALL)
+    if m:
+        first, _, rest = m.group(3).partition("\n")
+        caret = "\n".join(line for line in rest.splitlines() if line.startswith("|"))
+        detail = f"syntax error at line {m.group(1)}, column {m.group(2)}: {first.strip()}"
+        return f"{detail}\n{caret}" if caret else detail
+    return f"syntax error: {text}"
+
+
+@lru_cache(maxsize=4096)
+def _compile_cached(expr: str, expect: ExpectKind) -> CompiledExpr:
+    if not expr.strip():
+        raise GateCompileError("empty expression", expression=expr)
+    try:
+        program = cel.compile(expr)
+    except Exception as exc:
+        raise GateCompileError(_syntax_message(exc), expression=expr) from exc
+    bound = set(_COMPREHENSION_VAR.findall(expr))
+    names = set(program.variables()) - bound - _CEL_TYPE_NAMES
+    unknown = sorted(names - set(ROOT_VARIABLES))
+    if unknown:
+        raise GateCompileError(
+            unknown_name_message("variable", unknown[0], ROOT_VARIABLES), expression=expr
+        )
+    functions = {f for f in program.functions() if f[:1].isalpha()}
+    bad_functions = sorted(functions - ALLOWED_FUNCTIONS)
+    if bad_functions:
+        raise GateCompileError(
+            unknown_name_message("function", bad_functions[0], sorted(ALLOWED_FUNCTIONS)),
+            expression=expr,
+        )
+    tiers, all_literal = referenced_tiers(expr)
+    return CompiledExpr(
+        source=expr,
+        expect=expect,
+        program=program,
+        variables=frozenset(names),
+        tiers=tiers if all_literal else None,
+        uses_functions=bool(functions & set(_FUNCTIONS)),
+    )
+
+
+def unknown_name_message(what: str, name: str, known: Iterable[str]) -> str:
+    known = list(known)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else f"; known: {', '.join(known)}"
+    return f"unknown {what} {name!r}{hint}"
+
+
+def compile_expr(expr: str, *, expect: ExpectKind) -> CompiledExpr:
+    """Compile (LRU-cached by text) and check names; raises GateCompileError.
+
+    Checks syntax, unknown variables and unknown functions. Types are checked by
+    :func:`check_expr`, which also needs to know which tiers the expression may read.
+    """
+    return _compile_cached(expr, expect)
+
+
+def _sample_contexts(
+    expr: str, tiers: Sequence[str], kind: str, metadata_value: Any
+) -> list[GateContext]:
+    literals = {_literal(m) for m in _STRING_LITERAL.finditer(expr)}
+    literals |= set(_FIELD_AFTER.findall(expr))
+    components = dict.fromkeys(literals, 0.5)
+    metadata = dict.fromkeys(literals, metadata_value)
+    shapes = [
+        ("passed", 0.7, 0.1, 0.25, 0, 4),
+        ("failed", 0.2, 0.3, 0.75, 3, 4),
+        ("error", None, None, 0.999, 0, 1),
+    ]
+    return [
+        GateContext.build(
+            kind=kind,
+            verdicts={
+                t: VerdictView(status=s, score=sc, uncertainty=u, components=components)
+                for t in tiers
+            },
+            metadata=metadata,
+            audit=audit,
+            group_size=size,
+            group_rank=rank,
+        )
+        for s, sc, u, audit, rank, size in shapes
+    ]
+
+
+def check_expr(
+    expr: str,
+    *,
+    expect: ExpectKind,
+    tiers: Sequence[str],
+    scope: str = "earlier in this ladder",
+    kind: str = "text",
+) -> CompiledExpr:
+    """Compile and type-check ``expr`` as it will run: only ``tiers`` may be read.
+
+    Raises GateCompileError naming the first problem: syntax, unknown variable or function, a
+    tier outside ``tiers``, a type error, or a result of the wrong type.
+    """
+    compiled = compile_expr(expr, expect=expect)
+    outside = sorted(compiled.named_tiers - set(tiers))
+    if outside:
+        where = ", ".join(tiers) if tiers else "none"
+        raise GateCompileError(
+            f"refers to tier {outside[0]!r}, which is not {scope} (tiers it may read: {where})",
+            expression=expr,
+        )
+    # metadata is map<string, dyn>: accept the expression if some typing of it works.
+    first_error: str | None = None
+    for metadata_value in (1.0, "x", True):
+        error = None
+        for ctx in _sample_contexts(expr, tiers, kind, metadata_value):
+            try:
+                if expect == "bool":
+                    compiled.evaluate_bool(ctx)
+                else:
+                    compiled.evaluate_number(ctx)
+            except GateEvaluationError as exc:
+                error = _type_message(exc, expect)
+                break
+        if error is None:
+            return compiled
+        first_error = first_error or error
+    raise GateCompileError(first_error or "does not type-check", expression=expr)
+
+
+def _type_message(exc: GateEvaluationError, expect: ExpectKind) -> str:
+    cause = exc.cause
+    if isinstance(cause, str):
+        want = "a bool (true/false)" if expect == "bool" else "a number"
+        return f"must evaluate to {want}: {cause}"
+    if isinstance(cause, KeyError):
+        return f"reads a key that is not there: {cause}"
+    text = str(cause).split(". ")[0]
+    return f"type error: {text}"
+
+
+def select_top(
+    scores: Sequence[float], *, top_k: int | None = None, top_fraction: float | None = None
+) -> list[bool]:
+    """Which members of a group are in its top k (or top fraction, rounded up, at least 1).
+
+    Higher is better; ties go to the lower index; NaN scores are never selected.
+    """
+    if (top_k is None) == (top_fraction is None):
+        raise ValueError("give exactly one of top_k and top_fraction")
+    n = len(scores)
+    if top_k is not None:
+        if top_k < 0:
+            raise ValueError("top_k must be >= 0")
+        k = top_k
+    else:
+        assert top_fraction is not None
+        if not 0.0 < top_fraction <= 1.0:
+            raise ValueError("top_fraction must be in (0, 1]")
+        k = max(1, math.ceil(top_fraction * n - 1e-9))
+    ranked = group_ranks(scores)
+    return [r is not None and r < k for r in ranked]
+
+
+def group_ranks(scores: Sequence[float]) -> list[int | None]:
+    """Rank of each score in its group, 0 = highest; ties by index; NaN gets None."""
+    order = sorted(
+        (i for i, s in enumerate(scores) if not math.isnan(s)), key=lambda i: (-scores[i], i)
+    )
+    ranks: list[int | None] = [None] * len(scores)
+    for rank, i in enumerate(order):
+        ranks[i] = rank
+    return ranks
