@@ -510,3 +510,66 @@ def group_ranks(scores: Sequence[float]) -> list[int | None]:
     for rank, i in enumerate(order):
         ranks[i] = rank
     return ranks
+
+
+# --------------------------------------------------------------------------- step decisions
+
+ClimbReason = Literal["gate", "audit", "gate_false", "not_top"]
+
+
+@dataclass(frozen=True, slots=True)
+class StepDecision:
+    """Whether one item climbs to a step, and why (``audit``: climbed only by sampling)."""
+
+    climb: bool
+    reason: ClimbReason
+    rank: int | None = None  # rank in the group by the step's ``by``, when it has one
+
+
+def decide_step(
+    contexts: Sequence[GateContext],
+    *,
+    gate: str,
+    audit_fraction: float = 0.0,
+    group_by: str | None = None,
+    top_k: int | None = None,
+    top_fraction: float | None = None,
+) -> list[StepDecision]:
+    """Decide, for the items of one group that reached a step, which of them climb to it.
+
+    ``contexts`` hold each item's verdicts so far and its audit draw for this step. With a
+    group selection, ``by`` ranks all of them (that rank is what ``group.rank`` reads in the
+    gate); then the gate filters, and of the items that pass, the top k (or top fraction) by
+    ``by`` climb. Independently, an item whose audit draw is below ``audit_fraction`` climbs
+    regardless (reason ``audit``), so the tier below can be checked against this one.
+    Raises GateEvaluationError when an expression fails on an item.
+    """
+    gate_expr = compile_expr(gate, expect="bool")
+    ranks: list[int | None] = [None] * len(contexts)
+    scored = list(contexts)
+    keys: list[float] = []
+    if group_by is not None:
+        by_expr = compile_expr(group_by, expect="number")
+        keys = [by_expr.evaluate_number(c) for c in contexts]
+        ranks = group_ranks(keys)
+        scored = [
+            c.with_group(size=len(contexts), rank=r if r is not None else len(contexts))
+            for c, r in zip(contexts, ranks, strict=True)
+        ]
+    passed = [gate_expr.evaluate_bool(c) for c in scored]
+    selected = list(passed)
+    if group_by is not None:
+        idx = [i for i, ok in enumerate(passed) if ok]
+        if idx:
+            top = select_top([keys[i] for i in idx], top_k=top_k, top_fraction=top_fraction)
+            for i, keep in zip(idx, top, strict=True):
+                selected[i] = keep
+    out: list[StepDecision] = []
+    for i, ctx in enumerate(contexts):
+        if selected[i]:
+            out.append(StepDecision(True, "gate", ranks[i]))
+        elif ctx.audit < audit_fraction:
+            out.append(StepDecision(True, "audit", ranks[i]))
+        else:
+            out.append(StepDecision(False, "gate_false" if not passed[i] else "not_top", ranks[i]))
+    return out

@@ -1,0 +1,1 @@
+"""Reward composition, REINVENT-style: components -> transforms -> aggregator."""
