@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +17,12 @@ from verifier_service.policies.gates import (
     decide_step,
     select_top,
 )
-from verifier_service.policies.loader import PolicyValidationError, parse_policy
+from verifier_service.policies.loader import (
+    EXAMPLES_DIR,
+    PolicyValidationError,
+    load_policy_file,
+    parse_policy,
+)
 
 KNOWN_TIERS = {"schema", "chem.fast", "chem.surrogate", "chem.dft", "code.sandbox", "human"}
 
@@ -302,7 +306,7 @@ def test_gate_evaluation_speed() -> None:
 
 
 def test_drug_likeness_dft_step_combines_band_and_group() -> None:
-    doc = parse_policy(Path("policies/drug-likeness.yaml").read_text(), known_tiers=KNOWN_TIERS)
+    doc = load_policy_file(EXAMPLES_DIR / "drug-likeness.yaml", known_tiers=KNOWN_TIERS)
     step = doc.ladder_for("molecule")[2]
     assert step.group is not None
     # (surrogate score, uncertainty): confident-high, uncertain-near-threshold, confident-low...

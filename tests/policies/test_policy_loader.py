@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from verifier_service.policies.loader import (
+    EXAMPLES_DIR,
     PolicyValidationError,
     example_policy_paths,
     load_policy_file,
@@ -40,7 +40,7 @@ def test_every_example_policy_loads_with_the_known_tiers() -> None:
 
 
 def test_default_policy_shape() -> None:
-    doc = load_policy_file(Path("policies/default.yaml"), known_tiers=KNOWN_TIERS)
+    doc = load_policy_file(EXAMPLES_DIR / "default.yaml", known_tiers=KNOWN_TIERS)
     assert [s.tier for s in doc.ladder_for("molecule")] == ["chem.fast"]
     assert [s.tier for s in doc.ladder_for("json")] == ["schema"]
     assert doc.reward_for("molecule").components[0].component == "qed"

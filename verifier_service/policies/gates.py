@@ -450,7 +450,7 @@ def check_expr(
         )
     # metadata is map<string, dyn>: accept the expression if some typing of it works.
     first_error: str | None = None
-    for metadata_value in (1.0, "x", True):
+    for metadata_value in (1.0, "x", True, ["x"], [1.0]):
         error = None
         for ctx in _sample_contexts(expr, tiers, kind, metadata_value):
             try:
