@@ -11,6 +11,7 @@ from tiers.base import Tier
 TIER_PATHS: dict[str, str] = {
     "schema": "tiers.schema:SchemaTier",
     "chem.fast": "tiers.chem.fast:ChemFastTier",
+    "chem.surrogate": "tiers.chem.surrogate:ChemSurrogateTier",
 }
 
 

@@ -325,7 +325,7 @@ class ChemFastTier:
     kinds: ClassVar[frozenset[str]] = frozenset({"molecule"})
 
     def validate_config(self, config: Mapping[str, Any]) -> None:
-        """Raise ValueError with a clear message when `config` is not a valid chem.fast config."""
+        """Raise ValueError with a clear message when `config` is not valid for this tier."""
         parse_config(config)
 
     def canonical_payload(self, item: Candidate) -> str:

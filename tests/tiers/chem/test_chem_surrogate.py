@@ -1,0 +1,247 @@
+"""chem.surrogate: reproducible MMFF/xTB numbers, embed failures, the learned model and its CLI."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rdkit import Chem, RDConfig
+from rdkit.Chem import Crippen
+from typer.testing import CliRunner
+
+from tiers.base import Candidate, Tier, VerdictStatus
+from tiers.chem.surrogate import ChemSurrogateTier
+from tiers.chem.surrogate_model import SurrogateModel, SurrogateModelError, train_surrogate
+from tiers.registry import get_tier
+from verifier_service.chem.cli import chem_app
+
+ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
+# Bicyclo[2.2.1]heptane with both bridgehead F "inverted": parses, has no 3D embedding.
+UNEMBEDDABLE = "F[C@]12CC[C@@](F)(CC1)C2"
+TRAIN_LOGP: list[float] = []
+
+
+def mol(smiles: str) -> Candidate:
+    return Candidate(kind="molecule", payload={"smiles": smiles})
+
+
+def nci_smiles(n: int, start: int = 0) -> list[str]:
+    path = Path(RDConfig.RDDataDir) / "NCI" / "first_5K.smi"
+    out: list[str] = []
+    for line in path.read_text().splitlines()[start:]:
+        smiles = line.split()[0]
+        m = Chem.MolFromSmiles(smiles)
+        if m is not None and len(Chem.GetMolFrags(m)) == 1:
+            out.append(smiles)
+        if len(out) == n:
+            break
+    return out
+
+
+@pytest.fixture(scope="module")
+def logp_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A training CSV from RDKit's bundled NCI set with Crippen logP as the target."""
+    path = tmp_path_factory.mktemp("surrogate") / "logp.csv"
+    rows = ["smiles,logp"]
+    for smiles in nci_smiles(500):
+        logp = Crippen.MolLogP(Chem.MolFromSmiles(smiles))
+        TRAIN_LOGP.append(logp)
+        rows.append(f"{smiles},{logp:.4f}")
+    rows.append("not-a-smiles,1.0")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def model_path(logp_csv: Path) -> Path:
+    """Trained through the CLI, as an operator would."""
+    out = logp_csv.parent / "logp.joblib"
+    result = CliRunner().invoke(
+        chem_app,
+        ["train-surrogate", "--csv", str(logp_csv), "--out", str(out), "--n-estimators", "40"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "trained on 400 rows, tested on 100 (skipped 1)" in result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def tier() -> ChemSurrogateTier:
+    return ChemSurrogateTier(model_path=None)
+
+
+def run(tier: ChemSurrogateTier, smiles: str, config: dict[str, Any] | None = None) -> Any:
+    (verdict,) = tier.verify_batch([mol(smiles)], config or {})
+    return verdict
+
+
+def test_registered_and_satisfies_protocol() -> None:
+    tier = get_tier("chem.surrogate")
+    assert isinstance(tier, Tier)
+    assert (tier.queue, tier.cost_class) == ("tier.sim", pytest.approx(0.1))
+
+
+def test_water_xtb_matches_gfn2_reference(tier: ChemSurrogateTier) -> None:
+    v = run(tier, "O")
+    assert v.status == VerdictStatus.passed
+    c = v.components
+    # GFN2-xTB water at its own optimum is -5.0705 Eh (xtb docs); the MMFF94 geometry is
+    # slightly off that optimum, so the single point lies a fraction of a mEh above it.
+    assert c["xtb_energy_hartree"] == pytest.approx(-5.0705, abs=1e-3)
+    assert c["xtb_energy_hartree"] > -5.0706
+    assert 12.0 < c["xtb_gap_ev"] < 16.0
+    assert 1.8 < c["xtb_dipole_debye"] < 2.6  # GFN2 overestimates the gas-phase 1.85 D
+    assert c["xtb_charge_min"] < -0.4 < 0.2 < c["xtb_charge_max"]  # O negative, H positive
+    assert (c["charge"], c["multiplicity"]) == (0.0, 1.0)
+
+
+def test_mmff_and_xtb_reproducible_with_fixed_seed(tier: ChemSurrogateTier) -> None:
+    first = run(tier, ASPIRIN)
+    again = ChemSurrogateTier(model_path=None).verify_batch([mol(ASPIRIN)], {})[0]
+    assert first.components["ff_energy_kcal"] == again.components["ff_energy_kcal"]
+    assert first.components["xtb_energy_hartree"] == again.components["xtb_energy_hartree"]
+    # Values of this code version with seed 42 and 8 conformers (MMFF94, GFN2-xTB).
+    assert first.components["ff_energy_kcal"] == pytest.approx(18.9098, abs=1e-3)
+    assert first.components["xtb_energy_hartree"] == pytest.approx(-39.62296, abs=1e-4)
+    assert first.components["ff_uff"] == 0.0
+    other_seed = run(tier, "CCCCCCCCCCCCO", {"seed": 7, "xtb": False})
+    assert other_seed.components["conformers"] == 8.0
+
+
+def test_strain_score_and_limit(tier: ChemSurrogateTier) -> None:
+    relaxed = run(tier, ASPIRIN, {"xtb": False})
+    assert relaxed.components["strain_kcal"] == pytest.approx(0.0, abs=1e-3)
+    assert relaxed.score == pytest.approx(1.0, abs=1e-3)
+    chain = run(tier, "CCCCCCCCCCCCO", {"xtb": False})
+    strain = chain.components["strain_kcal"]
+    assert strain > 0.5
+    assert chain.score == pytest.approx(math.exp(-strain / 10.0))
+    limited = run(tier, "CCCCCCCCCCCCO", {"xtb": False, "max_strain_kcal": 0.1})
+    assert limited.status == VerdictStatus.failed
+    assert limited.reason == "strain_too_high"
+
+
+def test_open_shell_and_charged(tier: ChemSurrogateTier) -> None:
+    radical, anion = tier.verify_batch([mol("[CH3]"), mol("CC(=O)[O-]")], {})
+    assert radical.status == VerdictStatus.passed
+    assert radical.components["multiplicity"] == 2.0
+    assert anion.components["charge"] == -1.0
+    assert anion.components["xtb_charge_min"] < -0.5
+
+
+def test_atom_charges_component(tier: ChemSurrogateTier) -> None:
+    v = run(tier, "O", {"atom_charges": True})
+    charges = [v.components[f"xtb_charge_{i}"] for i in range(3)]
+    assert charges[0] < 0 < charges[1]
+    assert sum(charges) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_unembeddable_molecule_is_failed_with_reason(tier: ChemSurrogateTier) -> None:
+    v = run(tier, UNEMBEDDABLE, {"embed_timeout_s": 30})
+    assert v.status == VerdictStatus.failed
+    assert v.reason == "embed_failed"
+    assert "could not embed" in v.feedback
+
+
+def test_bad_inputs(tier: ChemSurrogateTier) -> None:
+    verdicts = tier.verify_batch(
+        [mol(""), mol("C1CC("), mol("C" * 10_000), mol("C" * 90)], {"xtb": False}
+    )
+    assert [v.reason for v in verdicts] == [
+        "empty_smiles",
+        "invalid_smiles",
+        "smiles_too_long",
+        "too_large",
+    ]
+    assert all(v.status == VerdictStatus.failed for v in verdicts)
+
+
+def test_learned_model_prediction_and_uncertainty(model_path: Path) -> None:
+    tier = ChemSurrogateTier(model_path=model_path)
+    test_smiles = nci_smiles(40, start=2000)
+    config = {"forcefield": False, "xtb": False, "model_score_low": -2, "model_score_high": 8}
+    verdicts = tier.verify_batch([mol(s) for s in test_smiles], config)
+    errors = []
+    for smiles, v in zip(test_smiles, verdicts, strict=True):
+        assert v.status == VerdictStatus.passed
+        assert v.uncertainty is not None
+        assert v.uncertainty == v.components["model_std"] >= 0.0
+        pred = v.components["model_prediction"]
+        assert v.score == pytest.approx(min(max((pred + 2) / 10, 0.0), 1.0))
+        errors.append(abs(pred - Crippen.MolLogP(Chem.MolFromSmiles(smiles))))
+    # Compared with always predicting the training mean, the forest's error is much smaller.
+    train_mean = sum(TRAIN_LOGP) / len(TRAIN_LOGP)
+    baseline = [abs(train_mean - Crippen.MolLogP(Chem.MolFromSmiles(s))) for s in test_smiles]
+    assert sum(errors) < 0.7 * sum(baseline)
+    assert sum(v.uncertainty or 0 for v in verdicts) > 0
+    # Far from the training set the ensemble disagrees more than on a training molecule.
+    (train_like,) = tier.verify_batch([mol(nci_smiles(1)[0])], config)
+    (odd,) = tier.verify_batch(
+        [mol("FC(F)(F)C(F)(F)C(F)(F)C(F)(F)C(F)(F)C(F)(F)S(=O)(=O)O")], config
+    )
+    assert (odd.uncertainty or 0) > (train_like.uncertainty or 0)
+
+
+def test_model_is_also_reported_with_geometry(model_path: Path) -> None:
+    v = ChemSurrogateTier(model_path=model_path).verify_batch([mol(ASPIRIN)], {"xtb": False})[0]
+    assert {"model_prediction", "model_std", "strain_kcal"} <= set(v.components)
+    assert "Surrogate predicts logp" in v.feedback
+
+
+def test_required_model_missing_is_error(tier: ChemSurrogateTier) -> None:
+    v = run(tier, ASPIRIN, {"model": "required", "forcefield": False, "xtb": False})
+    assert v.status == VerdictStatus.error
+    assert v.reason == "model_unavailable"
+    assert "train-surrogate" in v.feedback
+
+
+def test_corrupt_model_file_is_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.joblib"
+    bad.write_bytes(b"not a joblib file")
+    v = ChemSurrogateTier(model_path=bad).verify_batch([mol(ASPIRIN)], {"xtb": False})[0]
+    assert v.status == VerdictStatus.error
+    assert v.reason == "model_unavailable"
+    with pytest.raises(SurrogateModelError):
+        SurrogateModel.load(bad)
+
+
+def test_descriptor_features_train(logp_csv: Path, tmp_path: Path) -> None:
+    report = train_surrogate(
+        logp_csv, tmp_path / "d.joblib", features="descriptors", n_estimators=20
+    )
+    assert report.metrics["r2"] > 0.7  # logP is close to a sum of descriptor terms
+    model = SurrogateModel.load(report.path)
+    assert model.features == "descriptors"
+    mean, std = model.predict([Chem.MolFromSmiles(ASPIRIN)])
+    assert std is not None
+    assert mean.shape == (1,)
+
+
+def test_cli_rejects_unknown_features(logp_csv: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        chem_app,
+        [
+            "train-surrogate",
+            *("--csv", str(logp_csv), "--out", str(tmp_path / "m.joblib")),
+            *("--features", "ecfp"),
+        ],
+    )
+    assert result.exit_code != 0
+    assert not (tmp_path / "m.joblib").exists()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"xtb": True, "forcefield": False},
+        {"score": "model", "model": "off"},
+        {"n_conformers": 0},
+        {"model_score_low": 1, "model_score_high": 1},
+        {"bogus": True},
+    ],
+)
+def test_bad_config(tier: ChemSurrogateTier, config: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r"invalid chem\.surrogate config"):
+        tier.validate_config(config)

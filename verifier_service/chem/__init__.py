@@ -1,0 +1,1 @@
+"""Chemistry commands of the service CLI (the tiers themselves live in tiers.chem)."""
