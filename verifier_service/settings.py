@@ -61,6 +61,34 @@ class SandboxSettings(BaseModel):
     cpus: float = Field(default=1.0, description="CPU quota per candidate container.")
     tmpfs_mb: int = Field(default=64, description="Size of the writable work dir.")
     output_cap_bytes: int = Field(default=64 * 1024, description="Stdout/stderr kept per run.")
+    output_limit_bytes: int = Field(
+        default=2 * 1024 * 1024,
+        description="Stdout+stderr a candidate may write in all; past it the run is killed "
+        "(reason output_limit).",
+    )
+    max_timeout_s: float = Field(
+        default=60.0, description="Largest wall-clock limit a payload or config may ask for."
+    )
+    max_memory_mb: int = Field(
+        default=2048, description="Largest memory limit a payload or config may ask for."
+    )
+    max_source_bytes: int = Field(
+        default=512 * 1024,
+        description="Largest code + tests + setup accepted (they travel as exec arguments).",
+    )
+    concurrency: int = Field(
+        default=4, description="Candidates of one batch run at the same time in one process."
+    )
+    acquire_timeout_s: float = Field(
+        default=30.0,
+        description="How long a candidate waits for a warm container before one is started "
+        "for it on the spot.",
+    )
+    debian_mirror: str | None = Field(
+        default=None,
+        description="Debian mirror for `sandbox build-image`; default: the one apt is "
+        "configured with, else http://deb.debian.org/debian.",
+    )
 
 
 class ChemSettings(BaseModel):

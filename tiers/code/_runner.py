@@ -1,0 +1,444 @@
+"""The harness that runs inside a sandbox container (stdlib only, Python >= 3.8).
+
+The host passes this file's text to `python3 -I -c` and a JSON spec as the remaining arguments.
+It writes the candidate's files into /work, runs the tests (or the program) in a child process
+group with a wall-clock limit and output caps, collects per-test results through a pipe, kills
+everything else still running, and prints one JSON object on stdout. The host does not trust it
+to stay alive: a candidate can kill it, and the host then reports that as the candidate's doing.
+"""
+
+import base64
+import errno
+import json
+import os
+import resource
+import selectors
+import signal
+import subprocess
+import sys
+import time
+
+WORK = "/work"
+HARNESS_DIR = "/work/.vs"
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+TRACEBACK_CHARS = 4000
+
+# Runs assert-style test scripts: the solution and the tests share one namespace (as when they
+# are concatenated into one file), and each top-level `assert` is one test.
+SCRIPT_HARNESS = r'''
+import ast, json, os, sys, traceback, types
+
+_out = os.fdopen(int(os.environ.pop("VS_RESULT_FD")), "w", buffering=1)
+_emit = lambda obj: (_out.write(json.dumps(obj) + "\n"), _out.flush())
+
+def _describe(exc):
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next)
+    return {"traceback": "".join(lines)[-%(tb)d:], "exc": type(exc).__name__,
+            "errno": getattr(exc, "errno", None)}
+
+tests_src = open("/work/tests.py").read()
+tree = ast.parse(tests_src, "tests.py")
+asserts = [n for n in tree.body if isinstance(n, ast.Assert)]
+names = ["line_%%d" %% n.lineno for n in asserts] or ["script"]
+_emit({"event": "collected", "tests": names})
+module = types.ModuleType("__main__")
+module.__file__ = "/work/solution.py"
+sys.modules["__main__"] = module
+sys.path.insert(0, "/work")
+try:
+    exec(compile(open("/work/solution.py").read(), "solution.py", "exec"), module.__dict__)
+except BaseException as exc:
+    info = _describe(exc)
+    _emit(dict(info, event="solution_error"))
+    for name in names:
+        _emit({"event": "result", "name": name, "outcome": "failed",
+               "message": "not run: solution.py raised " + info["exc"]})
+    _emit({"event": "finished"})
+    raise SystemExit(1)
+failed_at = None
+_failures = 0
+for node in tree.body:
+    name = "line_%%d" %% node.lineno
+    if failed_at is not None:
+        if isinstance(node, ast.Assert):
+            _emit({"event": "result", "name": name, "outcome": "failed",
+                   "message": "not run: " + failed_at})
+        continue
+    try:
+        exec(compile(ast.Module(body=[node], type_ignores=[]), "tests.py", "exec"),
+             module.__dict__)
+    except BaseException as exc:
+        info = _describe(exc)
+        _failures += 1
+        if isinstance(node, ast.Assert):
+            _emit(dict(info, event="result", name=name, outcome="failed"))
+        else:
+            # A statement that is not a test failed: the remaining tests cannot run.
+            failed_at = "line %%d raised %%s" %% (node.lineno, info["exc"])
+            _emit(dict(info, event="result", name=name + "_setup" if asserts else "script",
+                       outcome="failed", extra=bool(asserts)))
+    else:
+        if isinstance(node, ast.Assert):
+            _emit({"event": "result", "name": name, "outcome": "passed"})
+if not asserts and failed_at is None:
+    _emit({"event": "result", "name": "script", "outcome": "passed"})
+_emit({"event": "finished"})
+_out.close()
+raise SystemExit(0 if failed_at is None and not _failures else 1)
+''' % {"tb": TRACEBACK_CHARS}
+
+# A conftest.py: reports each pytest test through the result pipe, and makes the solution's
+# public names visible to test files that do not import them (HumanEval-style tests).
+PYTEST_CONFTEST = r'''
+import builtins, json, os, sys, traceback
+
+_out = os.fdopen(int(os.environ.pop("VS_RESULT_FD")), "w", buffering=1)
+_emit = lambda obj: (_out.write(json.dumps(obj) + "\n"), _out.flush())
+
+def _name(nodeid):
+    return nodeid.split("::", 1)[1] if "::" in nodeid else nodeid
+
+def pytest_sessionstart(session):
+    sys.path.insert(0, "/work")
+    try:
+        import solution
+    except BaseException as exc:
+        lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        _emit({"event": "solution_error", "traceback": "".join(lines)[-%(tb)d:],
+               "exc": type(exc).__name__, "errno": getattr(exc, "errno", None)})
+        return
+    for key, value in vars(solution).items():
+        if not key.startswith("_") and not hasattr(builtins, key):
+            setattr(builtins, key, value)
+
+def pytest_collectreport(report):
+    if report.failed:
+        _emit({"event": "collect_error", "name": report.nodeid,
+               "traceback": str(report.longrepr)[-%(tb)d:]})
+
+def pytest_collection_finish(session):
+    _emit({"event": "collected", "tests": [_name(i.nodeid) for i in session.items]})
+
+def pytest_exception_interact(node, call, report):
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if exc is not None and hasattr(node, "nodeid"):
+        _emit({"event": "exc", "name": _name(node.nodeid), "exc": type(exc).__name__,
+               "errno": getattr(exc, "errno", None)})
+
+def pytest_runtest_logreport(report):
+    outcome = report.outcome
+    if hasattr(report, "wasxfail"):
+        outcome = "passed"
+    if report.when == "call" or outcome != "passed":
+        event = {"event": "result", "name": _name(report.nodeid), "outcome": outcome,
+                 "when": report.when}
+        if report.failed:
+            event["traceback"] = str(report.longrepr)[-%(tb)d:]
+        _emit(event)
+
+def pytest_sessionfinish(session, exitstatus):
+    _emit({"event": "finished", "exitstatus": int(exitstatus)})
+''' % {"tb": TRACEBACK_CHARS}
+
+
+def _cgroup_counter(paths_and_keys):
+    """The first readable `key N` line among cgroup v1/v2 event files, else 0."""
+    for path, key in paths_and_keys:
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    parts = line.split()
+                    if len(parts) == 2 and parts[0] == key:
+                        return int(parts[1])
+        except (OSError, ValueError):
+            continue
+    return 0
+
+
+def _oom_kills():
+    return _cgroup_counter(
+        [
+            ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill"),
+            ("/sys/fs/cgroup/memory.events", "oom_kill"),
+        ]
+    )
+
+
+def _pids_max_hits():
+    return _cgroup_counter(
+        [("/sys/fs/cgroup/pids/pids.events", "max"), ("/sys/fs/cgroup/pids.events", "max")]
+    )
+
+
+def _live_processes():
+    """{pid: command name} of every process in the container that is not a zombie."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        comm = stat[stat.find("(") + 1 : stat.rfind(")")]
+        state = stat[stat.rfind(")") + 2 : stat.rfind(")") + 3]
+        if state not in ("Z", "X"):
+            found[int(entry)] = comm
+    return found
+
+
+def _kill_all_but_init():
+    """SIGKILL every process we may signal except ourselves and PID 1 (the container's init)."""
+    for _ in range(3):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            return
+
+
+def _child_setup():
+    # The candidate, not the harness, is what the kernel should pick on OOM.
+    try:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("1000")
+    except OSError:
+        pass
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _decode(data, total, cap):
+    text = data[:cap].decode("utf-8", errors="replace")
+    if total > cap:
+        text += "\n[... %d more bytes not shown]" % (total - cap)
+    return text
+
+
+def _run_child(argv, env, timeout_s, stdin_path, cap, limit):
+    """Run `argv` in its own process group; return what happened, with capped output."""
+    result_r, result_w = os.pipe()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    os.set_blocking(wake_r, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    old_wakeup = signal.set_wakeup_fd(wake_w)
+    env = dict(env, VS_RESULT_FD=str(result_w))
+    stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        cwd=WORK,
+        env=env,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=(result_w,),
+        start_new_session=True,
+        preexec_fn=_child_setup,
+    )
+    os.close(result_w)
+    if stdin_path:
+        stdin.close()
+    sel = selectors.DefaultSelector()
+    streams = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr", result_r: "events"}
+    for fd in streams:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    sel.register(wake_r, selectors.EVENT_READ)
+    kept = {"stdout": bytearray(), "stderr": bytearray(), "events": bytearray()}
+    totals = {"stdout": 0, "stderr": 0, "events": 0}
+    timed_out = output_exceeded = False
+    deadline = started + timeout_s
+    open_fds = set(streams)
+
+    def pump(fd):
+        nonlocal output_exceeded
+        name = streams[fd]
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                sel.unregister(fd)
+                open_fds.discard(fd)
+                return
+            totals[name] += len(data)
+            room = (MAX_EVENT_BYTES if name == "events" else cap) - len(kept[name])
+            if room > 0:
+                kept[name] += data[:room]
+            if totals["stdout"] + totals["stderr"] > limit or totals["events"] > MAX_EVENT_BYTES:
+                output_exceeded = True
+                return
+
+    while not output_exceeded:
+        if proc.poll() is not None:
+            break
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            break
+        for key, _ in sel.select(remaining):
+            if key.fd == wake_r:
+                try:
+                    os.read(wake_r, 4096)
+                except BlockingIOError:
+                    pass
+            elif key.fd in open_fds:
+                pump(key.fd)
+    elapsed = time.monotonic() - started
+    if timed_out or output_exceeded:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    # What the test wrote before it ended is in the pipes; take it before looking for strays.
+    for fd in list(open_fds):
+        if not output_exceeded:
+            pump(fd)
+    me = os.getpid()
+    strays = {
+        pid: comm
+        for pid, comm in _live_processes().items()
+        if pid not in (1, me, proc.pid) and pid not in BASELINE_PIDS
+    }
+    _kill_all_but_init()
+    proc.wait()
+    drain_deadline = time.monotonic() + 0.5
+    while open_fds and not output_exceeded and time.monotonic() < drain_deadline:
+        for key, _ in sel.select(0.05):
+            if key.fd in open_fds:
+                pump(key.fd)
+    signal.set_wakeup_fd(old_wakeup)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for fd in [*open_fds, wake_r, wake_w]:
+        try:
+            sel.unregister(fd)
+        except (KeyError, ValueError):
+            pass
+        os.close(fd)
+    proc.stdout.close()
+    proc.stderr.close()
+    events = []
+    for line in bytes(kept["events"]).splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    code = proc.returncode
+    return {
+        "exit_code": code if code is not None and code >= 0 else None,
+        "signal": -code if code is not None and code < 0 else None,
+        "timed_out": timed_out,
+        "output_exceeded": output_exceeded,
+        "duration_s": round(elapsed, 4),
+        "stdout": _decode(bytes(kept["stdout"]), totals["stdout"], cap),
+        "stderr": _decode(bytes(kept["stderr"]), totals["stderr"], cap),
+        "stdout_bytes": totals["stdout"],
+        "stderr_bytes": totals["stderr"],
+        "events": events,
+        "strays": sorted(set(strays.values()))[:20],
+    }
+
+
+def _write(path, text_or_bytes):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    mode = "wb" if isinstance(text_or_bytes, bytes) else "w"
+    with open(path, mode) as fh:
+        fh.write(text_or_bytes)
+
+
+def _safe_path(rel):
+    path = os.path.normpath(os.path.join(WORK, rel))
+    if path != WORK and not path.startswith(WORK + "/"):
+        raise ValueError("file path %r is outside the work directory" % rel)
+    return path
+
+
+def main():
+    spec = json.loads("".join(sys.argv[1:]))
+    cap = int(spec["output_cap"])
+    limit = int(spec["output_limit"])
+    timeout_s = float(spec["timeout_s"])
+    os.makedirs(HARNESS_DIR, exist_ok=True)
+    os.makedirs(WORK + "/.tmp", exist_ok=True)
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": WORK,
+        "TMPDIR": WORK + "/.tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    report = {"harness": "ok", "oom_kills": 0, "pids_max_hits": 0}
+    oom0, pids0 = _oom_kills(), _pids_max_hits()
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+
+    if spec.get("setup"):
+        _write(HARNESS_DIR + "/setup.py", spec["setup"])
+        report["setup"] = _run_child(
+            [sys.executable, HARNESS_DIR + "/setup.py"], env, timeout_s, None, cap, limit
+        )
+        if report["setup"]["exit_code"] != 0:
+            _finish(report, oom0, pids0, cpu0)
+            return
+
+    for rel, content in (spec.get("files") or {}).items():
+        _write(_safe_path(rel), base64.b64decode(content or ""))
+    _write(WORK + "/solution.py", spec["code"])
+    stdin_path = None
+    if spec.get("stdin"):
+        stdin_path = HARNESS_DIR + "/stdin"
+        _write(stdin_path, spec["stdin"])
+    mode = spec["mode"]
+    if mode == "run":
+        argv = [sys.executable, WORK + "/solution.py"]
+    elif mode == "pytest":
+        _write(WORK + "/test_solution.py", spec["tests"])
+        _write(WORK + "/conftest.py", PYTEST_CONFTEST)
+        argv = [
+            sys.executable, "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider",
+            "-o", "console_output_style=classic", "--rootdir", WORK, "test_solution.py",
+        ]  # fmt: skip
+    else:
+        _write(WORK + "/tests.py", spec["tests"])
+        _write(HARNESS_DIR + "/script_harness.py", SCRIPT_HARNESS)
+        argv = [sys.executable, HARNESS_DIR + "/script_harness.py"]
+    report["run"] = _run_child(argv, env, timeout_s, stdin_path, cap, limit)
+
+    fetched = {}
+    for rel in spec.get("fetch_files") or []:
+        try:
+            with open(_safe_path(rel), "rb") as fh:
+                data = fh.read(cap + 1)
+        except (OSError, ValueError):
+            continue
+        if len(data) <= cap:
+            fetched[rel] = base64.b64encode(data).decode()
+    report["files"] = fetched
+    _finish(report, oom0, pids0, cpu0)
+
+
+def _finish(report, oom0, pids0, cpu0):
+    report["oom_kills"] = _oom_kills() - oom0
+    report["pids_max_hits"] = _pids_max_hits() - pids0
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    report["cpu_s"] = round(cpu.ru_utime + cpu.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 4)
+    sys.stdout.write(json.dumps(report))
+    sys.stdout.flush()
+
+
+BASELINE_PIDS = set(_live_processes())
+
+if __name__ == "__main__":
+    try:
+        main()
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EAGAIN, errno.ENOMEM):
+            sys.stdout.write(json.dumps({"harness": "resource", "error": str(exc)}))
+        else:
+            raise

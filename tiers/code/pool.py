@@ -1,0 +1,476 @@
+"""A pool of pre-started, locked-down sandbox containers; each runs one candidate, then dies.
+
+A `docker run` costs about 0.2 s, an exec into a running container about 0.06 s. The pool keeps
+`pool_size` containers started ahead in background threads, so a candidate pays only for the
+exec. A container never serves two candidates: after its run it is force-removed (killing
+whatever the candidate left behind) and a fresh one takes its place.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from verifier_service.settings import SandboxSettings, get_settings
+
+logger = logging.getLogger(__name__)
+
+LABEL = "verifier-service.sandbox"
+OWNER_LABEL = "verifier-service.sandbox.owner"
+SANDBOX_USER = "1000:1000"
+# Extra wall-clock the host allows past the candidate's own limit before it kills the
+# container: harness start-up, writing files, reporting.
+HOST_GRACE_S = 3.0
+# Largest chunk of the spec in one exec argument (Linux caps one argument at 128 KiB).
+_ARG_CHUNK = 96 * 1024
+
+
+class SandboxUnavailableError(RuntimeError):
+    """The Docker engine or the sandbox image is not usable; the message says how to fix it."""
+
+
+class SandboxInfraError(RuntimeError):
+    """A run failed for a reason of ours (engine error, container would not start)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass
+class RunOutcome:
+    """What came back from one sandbox run: the harness report, or why there is none."""
+
+    report: dict[str, Any] | None
+    exit_code: int | None
+    host_timed_out: bool = False
+    host_output_exceeded: bool = False
+    wall_s: float = 0.0
+    raw_stderr: str = ""
+    container_id: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _runner_source() -> str:
+    return resources.files("tiers.code").joinpath("_runner.py").read_text()
+
+
+def _process_start_time(pid: int) -> str:
+    """Start time of `pid` in clock ticks since boot ("" if unknown): tells reused pids apart."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return ""
+    return stat[stat.rfind(")") + 2 :].split()[19]
+
+
+def _owner_tag(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_process_start_time(pid)}"
+
+
+def _owner_is_gone(owner: str) -> bool:
+    """Whether the process that labelled a container as `owner` no longer runs on this host."""
+    host, _, rest = owner.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False  # another machine's worker: not ours to judge
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return bool(start) and _process_start_time(pid) != start
+
+
+def make_client(settings: SandboxSettings) -> Any:
+    """A Docker client for the configured engine (raises docker.errors.DockerException)."""
+    import docker
+
+    # Reads of a running exec's output may be quiet for the whole candidate time limit.
+    timeout = int(max(60.0, 2 * settings.max_timeout_s + 30))
+    pool_size = 2 * (settings.pool_size + settings.concurrency) + 8
+    if settings.docker_url:
+        return docker.DockerClient(
+            base_url=settings.docker_url, timeout=timeout, max_pool_size=pool_size
+        )
+    return docker.from_env(timeout=timeout, max_pool_size=pool_size)
+
+
+def check_engine(settings: SandboxSettings, client: Any | None = None) -> Any:
+    """Return a client after checking the engine answers and the image exists."""
+    import docker.errors
+
+    where = settings.docker_url or "the default socket (DOCKER_HOST or /var/run/docker.sock)"
+    try:
+        client = client or make_client(settings)
+        client.ping()
+    except Exception as exc:  # the SDK raises many kinds (DockerException, requests errors)
+        raise SandboxUnavailableError(
+            f"Docker engine not reachable at {where}: {exc}. Start it (e.g. "
+            "`bash .ci/install-docker.sh`) or set VERIFIER_SANDBOX__DOCKER_URL."
+        ) from exc
+    try:
+        client.images.get(settings.image)
+    except docker.errors.ImageNotFound as exc:
+        raise SandboxUnavailableError(
+            f"sandbox image {settings.image!r} is missing from the Docker engine at {where}; "
+            "build it with `verifier-service sandbox build-image` (or build "
+            "docker/sandbox.Dockerfile and set VERIFIER_SANDBOX__IMAGE)."
+        ) from exc
+    except docker.errors.DockerException as exc:
+        raise SandboxUnavailableError(f"cannot inspect image {settings.image!r}: {exc}") from exc
+    return client
+
+
+def remove_stale_containers(client: Any) -> int:
+    """Remove labelled containers whose owning process on this host has died; return count."""
+    removed = 0
+    for info in client.api.containers(all=True, filters={"label": LABEL}):
+        owner = (info.get("Labels") or {}).get(OWNER_LABEL, "")
+        if _owner_is_gone(owner):
+            try:
+                client.api.remove_container(info["Id"], force=True)
+                removed += 1
+            except Exception:
+                logger.warning("could not remove stale sandbox container %s", info["Id"][:12])
+    if removed:
+        logger.info("removed %d stale sandbox containers", removed)
+    return removed
+
+
+class SandboxPool:
+    """Pre-started single-use containers, refilled in the background."""
+
+    def __init__(self, settings: SandboxSettings, client: Any | None = None) -> None:
+        self.settings = settings
+        self.client = check_engine(settings, client)
+        self.pid = os.getpid()
+        self._owner = _owner_tag()
+        self._runner = _runner_source()
+        self._ready: queue.Queue[str] = queue.Queue()
+        self._owned: set[str] = set()
+        self._cond = threading.Condition()
+        self._creating = 0
+        self._closed = False
+        self._last_error: Exception | None = None
+        self._doomed: queue.Queue[str | None] = queue.Queue()
+        self._threads = [
+            threading.Thread(target=self._fill_loop, name=f"sandbox-fill-{i}", daemon=True)
+            for i in range(max(1, min(settings.pool_size, 4)))
+        ]
+        self._threads.append(
+            threading.Thread(target=self._remove_loop, name="sandbox-remove", daemon=True)
+        )
+        remove_stale_containers(self.client)
+        for thread in self._threads:
+            thread.start()
+
+    # -- containers --------------------------------------------------------------------------
+
+    def _create(self) -> str:
+        s = self.settings
+        api = self.client.api
+        uid, _, gid = SANDBOX_USER.partition(":")
+        host_config = api.create_host_config(
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/work": f"size={s.tmpfs_mb}m,uid={uid},gid={gid},mode=0700"},
+            mem_limit=f"{s.default_memory_mb}m",
+            memswap_limit=f"{s.default_memory_mb}m",
+            pids_limit=s.pids_limit,
+            nano_cpus=int(s.cpus * 1e9),
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            ipc_mode="private",
+            shm_size=f"{min(s.tmpfs_mb, 16)}m",
+            ulimits=[{"Name": "core", "Soft": 0, "Hard": 0}],
+            log_config={"Type": "none", "Config": {}},
+        )
+        created = api.create_container(
+            s.image,
+            command=["sleep", "infinity"],
+            user=SANDBOX_USER,
+            working_dir="/work",
+            network_disabled=True,
+            labels={LABEL: "1", OWNER_LABEL: self._owner},
+            host_config=host_config,
+            environment={"HOME": "/work", "LANG": "C.UTF-8"},
+        )
+        cid: str = created["Id"]
+        with self._cond:
+            self._owned.add(cid)
+        try:
+            api.start(cid)
+        except Exception:
+            self.destroy(cid)
+            raise
+        return cid
+
+    def destroy(self, cid: str) -> None:
+        """Queue a container for forced removal (kills everything in it)."""
+        self._doomed.put(cid)
+
+    def _remove_now(self, cid: str) -> None:
+        try:
+            self.client.api.remove_container(cid, force=True)
+        except Exception as exc:
+            if "No such container" not in str(exc) and "already in progress" not in str(exc):
+                logger.warning("could not remove sandbox container %s: %s", cid[:12], exc)
+                return
+        with self._cond:
+            self._owned.discard(cid)
+            self._cond.notify_all()
+
+    def _remove_loop(self) -> None:
+        while True:
+            cid = self._doomed.get()
+            if cid is None:
+                return
+            self._remove_now(cid)
+
+    def _fill_loop(self) -> None:
+        backoff = 0.5
+        while True:
+            with self._cond:
+                while not self._closed and (
+                    self._ready.qsize() + self._creating >= self.settings.pool_size
+                ):
+                    self._cond.wait()
+                if self._closed:
+                    return
+                self._creating += 1
+            try:
+                cid = self._create()
+            except Exception as exc:
+                self._last_error = exc
+                logger.warning("could not start a sandbox container: %s", exc)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+            else:
+                self._last_error = None
+                backoff = 0.5
+                self._ready.put(cid)
+            finally:
+                with self._cond:
+                    self._creating -= 1
+                    self._cond.notify_all()
+            if self._closed:
+                return
+
+    def acquire(self) -> str:
+        """A fresh started container, from the pool or, if none comes in time, a new one."""
+        if self._closed:
+            raise SandboxInfraError("pool_closed", "the sandbox pool has been shut down")
+        deadline = time.monotonic() + self.settings.acquire_timeout_s
+        cid: str | None = None
+        while cid is None:
+            try:
+                cid = self._ready.get(timeout=0.25)
+            except queue.Empty:
+                if self._last_error is not None or time.monotonic() >= deadline:
+                    break
+        with self._cond:
+            self._cond.notify_all()
+        if cid is not None:
+            return cid
+        try:
+            return self._create()
+        except Exception as exc:
+            raise _infra_error("container_start_failed", exc) from exc
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run(self, spec: dict[str, Any], timeout_s: float, memory_mb: int) -> RunOutcome:
+        """Run the harness with `spec` in a fresh container, then destroy the container.
+
+        Retries once on a fresh container when the engine rejects the exec because the warm
+        container died while waiting (engine restart, external cleanup).
+        """
+        for attempt in (1, 2):
+            cid = self.acquire()
+            try:
+                return self._run_in(cid, spec, timeout_s, memory_mb)
+            except SandboxInfraError as exc:
+                if attempt == 2 or exc.reason != "container_gone":
+                    raise
+            finally:
+                self.destroy(cid)
+        raise AssertionError("unreachable")
+
+    def _run_in(self, cid: str, spec: dict[str, Any], timeout_s: float, memory_mb: int) -> RunOutcome:
+        import docker.errors
+
+        api = self.client.api
+        s = self.settings
+        if memory_mb != s.default_memory_mb:
+            try:
+                api.update_container(cid, mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m")
+            except docker.errors.DockerException as exc:
+                raise _infra_error("container_update_failed", exc) from exc
+        text = json.dumps(spec)
+        chunks = [text[i : i + _ARG_CHUNK] for i in range(0, len(text), _ARG_CHUNK)]
+        try:
+            exec_id = api.exec_create(
+                cid,
+                ["python3", "-I", "-c", self._runner, *chunks],
+                user=SANDBOX_USER,
+                workdir="/work",
+            )["Id"]
+        except docker.errors.NotFound as exc:
+            raise SandboxInfraError("container_gone", str(exc)) from exc
+        except docker.errors.APIError as exc:
+            if "is not running" in str(exc):
+                raise SandboxInfraError("container_gone", str(exc)) from exc
+            raise _infra_error("exec_failed", exc) from exc
+        except Exception as exc:
+            raise _infra_error("engine_unavailable", exc) from exc
+
+        host_limit = 4 * s.output_cap_bytes + 8 * 1024 * 1024
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            try:
+                api.kill(cid)
+            except Exception:
+                logger.debug("kill of %s after its deadline failed", cid[:12], exc_info=True)
+
+        budget = timeout_s * (2 if spec.get("setup") else 1) + HOST_GRACE_S
+        watchdog = threading.Timer(budget, kill)
+        out = bytearray()
+        err = bytearray()
+        exceeded = False
+        started = time.perf_counter()
+        try:
+            stream = api.exec_start(exec_id, stream=True, demux=True)
+            watchdog.start()
+            for chunk_out, chunk_err in stream:
+                if chunk_out:
+                    out += chunk_out
+                if chunk_err and len(err) < 64 * 1024:
+                    err += chunk_err
+                if len(out) > host_limit:
+                    exceeded = True
+                    kill()
+                    break
+        except docker.errors.NotFound as exc:
+            raise SandboxInfraError("container_gone", str(exc)) from exc
+        except Exception as exc:
+            if not killed.is_set():
+                raise _infra_error("engine_unavailable", exc) from exc
+        finally:
+            watchdog.cancel()
+        wall = time.perf_counter() - started
+        exit_code: int | None = None
+        try:
+            exit_code = api.exec_inspect(exec_id).get("ExitCode")
+        except Exception:
+            logger.debug("exec_inspect failed for %s", cid[:12], exc_info=True)
+        report: dict[str, Any] | None = None
+        if not killed.is_set():
+            try:
+                parsed = json.loads(bytes(out))
+                report = parsed if isinstance(parsed, dict) else None
+            except ValueError:
+                report = None
+        return RunOutcome(
+            report=report,
+            exit_code=exit_code,
+            host_timed_out=killed.is_set() and not exceeded,
+            host_output_exceeded=exceeded,
+            wall_s=wall,
+            raw_stderr=err.decode("utf-8", errors="replace")[-4000:],
+            container_id=cid,
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def owned(self) -> set[str]:
+        """Ids of the containers this pool made that are not yet removed."""
+        with self._cond:
+            return set(self._owned)
+
+    def ready_count(self) -> int:
+        return self._ready.qsize()
+
+    def wait_removed(self, timeout_s: float = 10.0) -> bool:
+        """Wait until every used container is gone; True if none is left but the warm ones."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._cond:
+                busy = len(self._owned) - self._ready.qsize() - self._creating
+            if busy <= 0 and self._doomed.empty():
+                return True
+            time.sleep(0.05)
+        return False
+
+    def shutdown(self) -> None:
+        """Stop refilling and remove every container this pool made."""
+        if self._closed:
+            return
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        for thread in self._threads[:-1]:
+            thread.join(timeout=30)
+        self._doomed.put(None)
+        self._threads[-1].join(timeout=30)
+        for cid in self.owned():
+            self._remove_now(cid)
+        # A container being created when we closed may have escaped `owned`; the label finds it.
+        try:
+            for info in self.client.api.containers(
+                all=True, filters={"label": f"{OWNER_LABEL}={self._owner}"}
+            ):
+                self._remove_now(info["Id"])
+        except Exception:
+            logger.warning("could not list sandbox containers at shutdown", exc_info=True)
+
+
+def _infra_error(reason: str, exc: BaseException) -> SandboxInfraError:
+    return SandboxInfraError(reason, f"{reason}: {type(exc).__name__}: {exc}")
+
+
+_pool: SandboxPool | None = None
+_pool_lock = threading.Lock()
+
+
+def get_pool() -> SandboxPool:
+    """The process's pool, created on first use (again in a forked child: threads don't fork)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool.pid != os.getpid():
+            _pool = SandboxPool(get_settings().sandbox)
+        return _pool
+
+
+def shutdown_pool() -> None:
+    """Remove every container of this process's pool (registered to run at exit)."""
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None and pool.pid == os.getpid():
+        pool.shutdown()
+
+
+atexit.register(shutdown_pool)
+
+
+def startup_check() -> None:
+    """Fail fast at worker start-up: engine reachable, image present; clear stale containers."""
+    settings = get_settings().sandbox
+    client = check_engine(settings)
+    remove_stale_containers(client)

@@ -1,0 +1,1 @@
+"""The code sandbox: image building CLI and the SandboxFusion-compatible /run_code API."""
