@@ -69,9 +69,7 @@ class Tier(Protocol):
     cost_class: ClassVar[float]  # cost units charged per verified item
     kinds: ClassVar[frozenset[str]]
 
-    def verify_batch(
-        self, items: Sequence[Candidate], config: Mapping[str, Any]
-    ) -> list[Verdict]:
+    def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
         """Judge every item; one verdict per item, in order. Never raises for bad items."""
         ...
 

@@ -109,6 +109,11 @@ class WorkerSettings(BaseModel):
     task_time_limit_s: float = Field(
         default=900.0, description="Hard limit after which a task's process is killed."
     )
+    visibility_timeout_s: float = Field(
+        default=3600.0,
+        description="Seconds before a task taken by a worker that died is delivered again. "
+        "Must exceed the longest task.",
+    )
 
 
 class Settings(BaseSettings):
@@ -137,7 +142,7 @@ class Settings(BaseSettings):
 
     @property
     def redis_socket(self) -> Path:
-        return (self.data_dir / "redis.socket").resolve()
+        return (self.data_dir / "redis.socket").absolute()
 
     @property
     def broker_url(self) -> str:

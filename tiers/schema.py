@@ -1,0 +1,125 @@
+"""The `schema` tier: JSON Schema validation of structured actions and tool calls."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from jsonschema import Draft202012Validator, SchemaError
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tiers.base import Candidate, Stopwatch, Verdict, VerdictStatus, stable_json
+
+MAX_REPORTED_ERRORS = 20
+
+
+class SchemaConfig(BaseModel):
+    """Policy config of the schema tier."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_: dict[str, Any] | None = Field(
+        default=None,
+        alias="schema",
+        description="Schema used when the item brings none in reference.schema.",
+    )
+
+
+def check_schema(schema: Any) -> None:
+    """Raise ValueError saying what is wrong if `schema` is not a valid JSON Schema."""
+    if not isinstance(schema, dict):
+        raise ValueError(f"a JSON Schema must be an object, got {type(schema).__name__}")
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise ValueError(f"invalid JSON Schema at {where}: {exc.message}") from None
+
+
+@lru_cache(maxsize=1024)
+def _validator(schema_text: str) -> Validator:
+    import json
+
+    schema = json.loads(schema_text)
+    cls = validator_for(schema, default=Draft202012Validator)
+    validator: Validator = cls(schema)
+    return validator
+
+
+def _json_path(path: Sequence[Any]) -> str:
+    out = "$"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+class SchemaTier:
+    """Validates `json` candidates against the item's (or the policy's) JSON Schema."""
+
+    name: ClassVar[str] = "schema"
+    version: ClassVar[str] = "1"
+    queue: ClassVar[str] = "tier.fast"
+    cost_class: ClassVar[float] = 0.0001
+    kinds: ClassVar[frozenset[str]] = frozenset({"json"})
+
+    def validate_config(self, config: Mapping[str, Any]) -> None:
+        try:
+            parsed = SchemaConfig.model_validate(dict(config))
+        except ValidationError as exc:
+            raise ValueError(str(exc)) from None
+        if parsed.schema_ is not None:
+            check_schema(parsed.schema_)
+
+    def canonical_payload(self, item: Candidate) -> str:
+        schema = (item.reference or {}).get("schema")
+        return stable_json({"payload": item.payload, "schema": schema})
+
+    def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
+        default_schema = config.get("schema")
+        verdicts = []
+        for item in items:
+            watch = Stopwatch()
+            with watch.measure():
+                verdict = self._verify(item, default_schema)
+            verdict.cost = watch.cost()
+            verdicts.append(verdict)
+        return verdicts
+
+    def _verdict(self, **fields: Any) -> Verdict:
+        return Verdict(tier=self.name, tier_version=self.version, **fields)
+
+    def _verify(self, item: Candidate, default_schema: Any) -> Verdict:
+        schema = (item.reference or {}).get("schema", default_schema)
+        if schema is None:
+            return self._verdict(
+                status=VerdictStatus.error,
+                reason="no_schema",
+                feedback="no JSON Schema: give reference.schema on the item "
+                "or `schema` in the policy's config of the schema tier",
+            )
+        try:
+            check_schema(schema)
+        except ValueError as exc:
+            return self._verdict(
+                status=VerdictStatus.error, reason="invalid_schema", feedback=str(exc)
+            )
+        validator = _validator(stable_json(schema))
+        errors = sorted(validator.iter_errors(item.payload), key=lambda e: [str(p) for p in e.path])
+        if not errors:
+            return self._verdict(status=VerdictStatus.passed, score=1.0, components={"errors": 0.0})
+        lines = [
+            f"at {_json_path(list(e.absolute_path))}: {e.message}"
+            for e in errors[:MAX_REPORTED_ERRORS]
+        ]
+        if len(errors) > MAX_REPORTED_ERRORS:
+            lines.append(f"... and {len(errors) - MAX_REPORTED_ERRORS} more errors")
+        return self._verdict(
+            status=VerdictStatus.failed,
+            score=0.0,
+            components={"errors": float(len(errors))},
+            reason="schema_violation",
+            feedback="\n".join(lines),
+        )

@@ -1,0 +1,3 @@
+from verifier_service.cli import app
+
+app()

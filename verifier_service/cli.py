@@ -1,0 +1,252 @@
+"""The `verifier-service` command line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from verifier_service.settings import get_settings
+
+app = typer.Typer(
+    help="verifier-service: cost-aware multi-tier rewards for RL.", no_args_is_help=True
+)
+policies_app = typer.Typer(help="Escalation policies.", no_args_is_help=True)
+app.add_typer(policies_app, name="policies")
+console = Console(stderr=True)
+
+ALL_QUEUES = "ladder,tier.fast,tier.sim,tier.hifi,tier.sandbox,review,callbacks"
+
+
+def _mount_optional(module: str, attr: str, name: str) -> None:
+    # Tier families that ship their own commands mount them here when they are installed.
+    try:
+        sub = getattr(__import__(module, fromlist=[attr]), attr)
+    except ImportError:
+        return
+    app.add_typer(sub, name=name)
+
+
+_mount_optional("verifier_service.sandbox.cli", "sandbox_app", "sandbox")
+_mount_optional("verifier_service.chem.cli", "chem_app", "chem")
+
+
+def _seed_policies() -> list[str]:
+    from verifier_service.core.db import transaction
+    from verifier_service.policies.loader import EXAMPLES_DIR
+    from verifier_service.policies.service import InvalidPolicyError, load_folder
+
+    if not EXAMPLES_DIR.is_dir():
+        return []
+
+    def report(path: Path, exc: InvalidPolicyError) -> None:
+        problems = "; ".join(f"{e['loc']}: {e['msg']}" for e in exc.extra.get("errors", []))
+        console.print(f"[yellow]skipped example policy {path.name}[/]: {problems}")
+
+    with transaction() as session:
+        return load_folder(session, EXAMPLES_DIR, only_missing=True, on_error=report)
+
+
+@app.command()
+def migrate(
+    seed: Annotated[bool, typer.Option(help="Load the example policies that are missing.")] = True,
+) -> None:
+    """Upgrade the database schema to the latest revision."""
+    from verifier_service.core.migrate import upgrade
+
+    settings = get_settings()
+    upgrade(settings.database_url)
+    console.print(f"[green]database at head[/]: {settings.database_url}")
+    if seed:
+        for name in _seed_policies():
+            console.print(f"loaded policy [bold]{name}[/]")
+
+
+@app.command()
+def api(
+    host: Annotated[str | None, typer.Option(help="Interface to bind.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
+    workers: Annotated[int, typer.Option(help="Uvicorn worker processes.")] = 1,
+) -> None:
+    """Serve the HTTP API (refuses to start on an un-migrated database)."""
+    import uvicorn
+
+    from verifier_service.core.db import get_engine
+    from verifier_service.core.errors import DatabaseNotMigratedError
+    from verifier_service.core.migrate import ensure_migrated
+
+    settings = get_settings()
+    try:
+        ensure_migrated(get_engine())
+    except DatabaseNotMigratedError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    uvicorn.run(
+        "verifier_service.app:create_app",
+        factory=True,
+        host=host or settings.api.host,
+        port=port or settings.api.port,
+        workers=workers,
+        log_level=settings.log_level.lower(),
+    )
+
+
+@app.command()
+def worker(
+    queues: Annotated[str, typer.Option(help="Comma-separated queues to consume.")] = ALL_QUEUES,
+    concurrency: Annotated[int | None, typer.Option(help="Processes.")] = None,
+    name: Annotated[str | None, typer.Option(help="Worker node name.")] = None,
+) -> None:
+    """Run a Celery worker for some queues."""
+    from workers.celery_app import app as celery_app
+
+    settings = get_settings()
+    wanted = [q.strip() for q in queues.split(",") if q.strip()]
+    if "tier.sandbox" in wanted:
+        try:
+            from tiers.code.sandbox import startup_check
+        except ImportError:
+            pass
+        else:
+            try:
+                startup_check()
+            except Exception as exc:
+                console.print(f"[red]sandbox worker cannot start:[/] {exc}")
+                raise typer.Exit(2) from None
+    argv = [
+        "worker",
+        f"--queues={','.join(wanted)}",
+        f"--concurrency={concurrency or settings.worker.concurrency}",
+        f"--loglevel={settings.log_level}",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    if name:
+        argv.append(f"--hostname={name}")
+    celery_app.worker_main(argv)
+
+
+def _docker_available() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=2).ping()
+        return True
+    except Exception:
+        return False
+
+
+@app.command()
+def dev(
+    port: Annotated[int, typer.Option(help="API port.")] = 8000,
+    sandbox: Annotated[
+        bool | None,
+        typer.Option(help="Start the sandbox worker (default: when a Docker engine answers)."),
+    ] = None,
+) -> None:
+    """Everything in one command: embedded Redis, SQLite, the API and a worker per queue family."""
+    from verifier_service.core.embedded import EmbeddedRedis
+
+    settings = get_settings()
+    env = dict(os.environ)
+    redis_server: EmbeddedRedis | None = None
+    if not settings.broker.url:
+        redis_server = EmbeddedRedis(settings.data_dir)
+        socket = redis_server.start()
+        env["VERIFIER_BROKER__URL"] = f"redis+socket://{socket}"
+        console.print(f"embedded Redis on [bold]{socket}[/]")
+    env["VERIFIER_DATA_DIR"] = str(settings.data_dir.absolute())
+    env.setdefault("OMP_NUM_THREADS", "1")
+    exe = [sys.executable, "-m", "verifier_service"]
+    subprocess.run([*exe, "migrate"], env=env, check=True)
+    families = {
+        "fast": "ladder,tier.fast,callbacks,review",
+        "sim": "tier.sim",
+        "hifi": "tier.hifi",
+    }
+    if sandbox is None:
+        sandbox = _docker_available()
+    if sandbox:
+        families["sandbox"] = "tier.sandbox"
+    else:
+        console.print("[yellow]no Docker engine: the code.sandbox tier's queue has no worker[/]")
+    children: list[subprocess.Popen[bytes]] = []
+    for family, queues in families.items():
+        cmd = [*exe, "worker", "--queues", queues, "--name", f"{family}@%h"]
+        if family != "fast":
+            cmd += ["--concurrency", "1"]
+        children.append(subprocess.Popen(cmd, env=env))
+    children.append(subprocess.Popen([*exe, "api", "--port", str(port)], env=env))
+    console.print(f"[green]verifier-service[/] on http://{settings.api.host}:{port} (Ctrl-C stops)")
+
+    stopping = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        while not stopping:
+            if any(c.poll() is not None for c in children):
+                console.print("[red]a child process exited; shutting down[/]")
+                break
+            time.sleep(0.3)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for child in children:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+        if redis_server is not None:
+            redis_server.stop()
+        console.print("stopped")
+
+
+@policies_app.command("load")
+def policies_load(
+    folder: Annotated[Path, typer.Argument(help="Folder of *.yaml / *.json policies.")],
+) -> None:
+    """Validate and store every policy file in a folder (each becomes a new active version)."""
+    from verifier_service.core.db import transaction
+    from verifier_service.core.errors import DomainError
+    from verifier_service.policies.service import load_folder
+
+    try:
+        with transaction() as session:
+            names = load_folder(session, folder)
+    except DomainError as exc:
+        console.print(f"[red]error:[/] {exc.message}")
+        for error in exc.extra.get("errors", []):
+            console.print(f"  {error['loc']}: {error['msg']}")
+        raise typer.Exit(2) from None
+    for name in names:
+        console.print(f"loaded policy [bold]{name}[/]")
+
+
+@policies_app.command("list")
+def policies_list() -> None:
+    """Show the stored policies and their active versions."""
+    from verifier_service.core.db import transaction
+    from verifier_service.policies import repository
+
+    with transaction() as session:
+        for policy in repository.list_policies(session):
+            versions = [v.version for v in repository.list_versions(session, policy.name)]
+            typer.echo(f"{policy.name}\tactive={policy.active_version}\tversions={versions}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,1 @@
+"""Shared infrastructure: database, errors, notifications, logging."""

@@ -1,0 +1,91 @@
+"""Database engine and sessions. SQLite gets WAL, a busy timeout and BEGIN IMMEDIATE."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Engine, create_engine, event
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+
+from verifier_service.settings import get_settings
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every ORM model."""
+
+    type_annotation_map = {  # noqa: RUF012 - SQLAlchemy reads this class attribute
+        dict[str, Any]: JSON,
+        datetime: DateTime(timezone=True),
+    }
+
+
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+    # Several processes (API, workers) share one SQLite file: WAL lets readers run beside the
+    # writer, and BEGIN IMMEDIATE takes the write lock up front so a transaction never fails
+    # half-way with "database is locked" after reading a stale snapshot.
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str, *, echo: bool = False) -> Engine:
+    settings = get_settings()
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30}
+        )
+        _configure_sqlite(engine, settings.database.sqlite_busy_timeout_ms)
+        return engine
+    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+@lru_cache
+def get_engine() -> Engine:
+    settings = get_settings()
+    return make_engine(settings.database_url, echo=settings.database.echo)
+
+
+@lru_cache
+def get_sessionmaker() -> sessionmaker[Session]:
+    return sessionmaker(get_engine(), expire_on_commit=False)
+
+
+@contextmanager
+def transaction() -> Iterator[Session]:
+    """A session whose transaction commits on success and rolls back on error."""
+    session = get_sessionmaker()()
+    try:
+        with session.begin():
+            yield session
+    finally:
+        session.close()
+
+
+def reset_engine_cache() -> None:
+    """Forget the cached engine (after settings changed, or in a forked child)."""
+    if get_engine.cache_info().currsize:
+        get_engine().dispose(close=False)
+    get_engine.cache_clear()
+    get_sessionmaker.cache_clear()

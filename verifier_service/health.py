@@ -1,0 +1,42 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+
+from verifier_service.core.db import get_engine
+from verifier_service.core.migrate import ensure_migrated
+from verifier_service.core.notify import sync_client
+from verifier_service.settings import get_settings
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", responses={503: {"description": "A dependency is not ready"}})
+def readyz() -> JSONResponse:
+    """The database (migrated) and the broker answer."""
+    checks: dict[str, Any] = {}
+    try:
+        with get_engine().connect() as conn:
+            conn.execute(text("SELECT 1"))
+        ensure_migrated(get_engine())
+        checks["database"] = "ok"
+    except Exception as exc:
+        checks["database"] = f"error: {exc}"
+    try:
+        sync_client(get_settings().broker_url).ping()
+        checks["broker"] = "ok"
+    except Exception as exc:
+        checks["broker"] = f"error: {exc}"
+    ready = all(v == "ok" for v in checks.values())
+    return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)

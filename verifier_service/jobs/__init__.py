@@ -1,0 +1,1 @@
+"""Jobs: submissions of items and the rewards they get."""

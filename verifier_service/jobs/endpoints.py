@@ -1,0 +1,90 @@
+"""HTTP endpoints of the reward API."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Response
+from fastapi.concurrency import run_in_threadpool
+from sqlalchemy.exc import IntegrityError
+
+from verifier_service.core.db import transaction
+from verifier_service.core.deps import CurrentPrincipal, SessionDep, SettingsDep, WaiterDep
+from verifier_service.core.errors import InvalidRequestError, PayloadTooLargeError
+from verifier_service.jobs import service
+from verifier_service.jobs.schemas import JobOut, RewardRequest
+from workers import dispatch
+
+router = APIRouter(tags=["rewards"])
+
+
+def _submit(request: RewardRequest, principal: str, key: str | None) -> tuple[str, bool]:
+    for attempt in (1, 2):
+        try:
+            with transaction() as session:
+                submission = service.submit(
+                    session, request, principal=principal, idempotency_key=key
+                )
+                job_id, completed = submission.job.id, submission.job.status == "completed"
+            break
+        except IntegrityError:
+            # Two requests raced on one Idempotency-Key; the second one returns the first's job.
+            if attempt == 2 or key is None:
+                raise
+    dispatch.send(submission.ladder)
+    if submission.created and submission.deadline_s and not completed:
+        dispatch.schedule_deadline(job_id, submission.deadline_s)
+    return job_id, completed
+
+
+def _load(job_id: str) -> JobOut:
+    with transaction() as session:
+        return service.job_out(session, job_id)
+
+
+@router.post(
+    "/v1/rewards",
+    status_code=202,
+    responses={200: {"model": JobOut, "description": "All rewards ready within wait_s"}},
+)
+async def create_rewards(
+    request: RewardRequest,
+    response: Response,
+    principal: CurrentPrincipal,
+    settings: SettingsDep,
+    waiter: WaiterDep,
+    idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+) -> JobOut:
+    """Score items under a policy: 200 with rewards if ready within wait_s, else 202 and a job."""
+    if len(request.items) > settings.api.max_items:
+        raise PayloadTooLargeError(
+            f"{len(request.items)} items in one request; the limit is {settings.api.max_items}",
+            hint="split the items over several requests",
+        )
+    if request.wait_s is not None and request.wait_s > settings.api.max_wait_s:
+        raise InvalidRequestError(
+            f"wait_s={request.wait_s} exceeds the limit of {settings.api.max_wait_s} s",
+            hint="wait less, or poll GET /v1/jobs/{id}",
+        )
+    job_id, completed = await run_in_threadpool(_submit, request, principal, idempotency_key)
+    job: JobOut | None = None
+    if not completed and request.wait_s:
+        with waiter.watch(job_id) as finished:
+            job = await run_in_threadpool(_load, job_id)
+            if job.status != "completed":
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(finished.wait(), timeout=request.wait_s)
+                job = await run_in_threadpool(_load, job_id)
+    if job is None:
+        job = await run_in_threadpool(_load, job_id)
+    response.status_code = 200 if job.status == "completed" else 202
+    response.headers["Location"] = f"/v1/jobs/{job_id}"
+    return job
+
+
+@router.get("/v1/jobs/{job_id}")
+def get_job(job_id: str, session: SessionDep) -> JobOut:
+    """A job's status and whatever rewards and verdicts are ready."""
+    return service.job_out(session, job_id)

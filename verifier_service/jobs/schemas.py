@@ -1,0 +1,195 @@
+"""Request and response bodies of the reward API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tiers.base import Verdict
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MoleculePayload(_In):
+    """A molecule as SMILES."""
+
+    smiles: str = Field(description="SMILES string as the policy wrote it.")
+
+
+class CodePayload(_In):
+    """Source code and the tests that judge it."""
+
+    language: str = Field(default="python", description="Programming language of code.")
+    code: str = Field(description="The program under test.")
+    tests: str = Field(default="", description="Assert-style script or pytest file.")
+    setup: str | None = Field(default=None, description="Code run before the tests.")
+    fail_to_pass: list[str] | None = Field(
+        default=None, description="Tests that must pass now (SWE-bench F2P)."
+    )
+    pass_to_pass: list[str] | None = Field(
+        default=None, description="Tests that must keep passing (SWE-bench P2P)."
+    )
+    timeout_s: float | None = Field(default=None, gt=0, le=600, description="Wall clock.")
+    memory_mb: int | None = Field(default=None, gt=0, le=16384, description="Memory limit.")
+
+
+class TextPayload(_In):
+    """Free text."""
+
+    text: str
+
+
+class _CandidateBase(_In):
+    reference: dict[str, Any] | None = Field(
+        default=None, description="What to compare against (schema, reference molecules, ...)."
+    )
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description="Seen by gates. metadata.group names the GRPO group of the item, which "
+        "group-selecting ladder steps rank within.",
+    )
+
+
+class MoleculeCandidate(_CandidateBase):
+    """A molecule candidate."""
+
+    kind: Literal["molecule"]
+    payload: MoleculePayload
+
+
+class CodeCandidate(_CandidateBase):
+    """A code candidate with tests."""
+
+    kind: Literal["code"]
+    payload: CodePayload
+
+
+class JsonCandidate(_CandidateBase):
+    """A tool call or structured action, checked against reference.schema."""
+
+    kind: Literal["json"]
+    payload: dict[str, Any]
+
+    @field_validator("reference")
+    @classmethod
+    def _schema_is_valid(cls, reference: dict[str, Any] | None) -> dict[str, Any] | None:
+        from tiers.schema import check_schema
+
+        if reference is not None and "schema" in reference:
+            check_schema(reference["schema"])
+        return reference
+
+
+class TextCandidate(_CandidateBase):
+    """Free text."""
+
+    kind: Literal["text"]
+    payload: TextPayload
+
+
+CandidateIn = Annotated[
+    MoleculeCandidate | CodeCandidate | JsonCandidate | TextCandidate,
+    Field(discriminator="kind"),
+]
+
+
+class TrajectoryStep(_In):
+    """One step of a trajectory: the action taken and what the environment answered."""
+
+    action: CandidateIn
+    observation: str | None = None
+
+
+class Trajectory(_In):
+    """A multi-step rollout: per-step rewards plus an outcome reward."""
+
+    kind: Literal["trajectory"]
+    steps: list[TrajectoryStep] = Field(min_length=1)
+    final_answer: CandidateIn | None = None
+    metadata: dict[str, Any] | None = None
+
+
+ItemIn = Annotated[
+    MoleculeCandidate | CodeCandidate | JsonCandidate | TextCandidate | Trajectory,
+    Field(discriminator="kind"),
+]
+
+
+class RewardRequest(_In):
+    """Items to score under a policy."""
+
+    policy: str = Field(default="default", description="Name of the policy to run.")
+    items: list[ItemIn] = Field(min_length=1, description="Candidates or trajectories.")
+    wait_s: float | None = Field(
+        default=None, ge=0, description="Wait this long for the rewards before answering 202."
+    )
+    deadline_s: float | None = Field(
+        default=None, gt=0, description="At this many seconds, finish with what is available."
+    )
+
+
+class RewardStatus(StrEnum):
+    scored = "scored"
+    pending = "pending"
+    infra_error = "infra_error"
+
+
+class RewardCost(BaseModel):
+    """What verifying an item cost."""
+
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    cost_units: float = 0.0
+
+
+class Reward(BaseModel):
+    """The reward of one item."""
+
+    value: float | None
+    status: RewardStatus
+    reason: str | None = None
+    components: dict[str, float] = Field(default_factory=dict)
+    step_rewards: list[float | None] | None = None
+    outcome_reward: float | None = None
+    fidelity: str | None = Field(default=None, description="Highest tier that contributed.")
+    provenance: list[str] = Field(default_factory=list, description="Verdict ids used.")
+    cost: RewardCost = Field(default_factory=RewardCost)
+
+
+class StoredVerdict(Verdict):
+    """A verdict as stored: with its id and ladder step."""
+
+    id: str
+    step: int
+
+
+class ItemOut(BaseModel):
+    """One item of a job, its ladder state, reward and verdicts."""
+
+    index: int
+    kind: str
+    state: str
+    reward: Reward | None
+    verdicts: list[StoredVerdict] = Field(default_factory=list)
+    steps: list[ItemOut] | None = Field(
+        default=None, description="For trajectories: each step's and the outcome's own item."
+    )
+
+
+class JobOut(BaseModel):
+    """A job: status, the policy version it ran under, and its items."""
+
+    id: str
+    status: Literal["running", "completed"]
+    policy: str
+    policy_version: int
+    created_at: datetime
+    finished_at: datetime | None
+    n_items: int
+    n_done: int
+    items: list[ItemOut]

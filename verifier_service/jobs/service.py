@@ -1,0 +1,197 @@
+"""Jobs: accept a reward request, store it with its items, and report its state."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from tiers.base import stable_json
+from verifier_service.core.db import utcnow
+from verifier_service.core.errors import ConflictError, InvalidRequestError, NotFoundError
+from verifier_service.jobs import repository
+from verifier_service.jobs.models import Item, Job, new_id
+from verifier_service.jobs.schemas import (
+    ItemOut,
+    JobOut,
+    Reward,
+    RewardRequest,
+    StoredVerdict,
+    Trajectory,
+)
+from verifier_service.ladder.repository import verdicts_for
+from verifier_service.ladder.service import LadderPass, LadderResult
+from verifier_service.policies.schemas import PolicyDocument
+from verifier_service.policies.service import resolve
+
+
+@dataclass
+class Submission:
+    """A stored job, the ladder work to enqueue after commit, and whether it is new."""
+
+    job: Job
+    ladder: LadderResult
+    created: bool
+    deadline_s: float | None
+
+
+def _hash(value: Any) -> str:
+    return hashlib.sha256(stable_json(value).encode()).hexdigest()
+
+
+def _check_kinds(document: PolicyDocument, request: RewardRequest) -> None:
+    for index, item in enumerate(request.items):
+        kinds = (
+            [s.action.kind for s in item.steps]
+            + ([item.final_answer.kind] if item.final_answer else [])
+            if isinstance(item, Trajectory)
+            else [item.kind]
+        )
+        for kind in kinds:
+            if kind not in document.ladders:
+                raise InvalidRequestError(
+                    f"items[{index}]: policy {document.name!r} has no ladder for kind {kind!r}",
+                    hint=f"this policy scores: {', '.join(sorted(document.ladders))}; "
+                    "choose another policy or add a ladder for this kind",
+                )
+
+
+def submit(
+    session: Session, request: RewardRequest, *, principal: str, idempotency_key: str | None
+) -> Submission:
+    """Store a job and its items and make the ladder's first pass (caller commits)."""
+    request_hash = _hash(request.model_dump(mode="json", exclude={"wait_s"}))
+    if idempotency_key is not None:
+        existing = repository.find_by_idempotency_key(session, principal, idempotency_key)
+        if existing is not None:
+            if existing.request_hash != request_hash:
+                raise ConflictError(
+                    f"Idempotency-Key {idempotency_key!r} was used for a different request",
+                    hint="use a new key for a new request, or resend the identical body",
+                    job_id=existing.id,
+                )
+            return Submission(existing, LadderResult(), created=False, deadline_s=None)
+
+    policy = resolve(session, request.policy)
+    _check_kinds(policy.document, request)
+    now = utcnow()
+    job = Job(
+        id=new_id(),
+        principal=principal,
+        idempotency_key=idempotency_key,
+        request_hash=request_hash,
+        policy_name=policy.name,
+        policy_version=policy.version,
+        status="running",
+        created_at=now,
+        deadline_at=now + timedelta(seconds=request.deadline_s) if request.deadline_s else None,
+        n_items=len(request.items),
+        n_done=0,
+    )
+    session.add(job)
+    leaves: list[Item] = []
+    for index, entry in enumerate(request.items):
+        if isinstance(entry, Trajectory):
+            parent = _item(job.id, index, "trajectory", entry.model_dump(mode="json"))
+            session.add(parent)
+            children = [s.action.model_dump(mode="json") for s in entry.steps]
+            roles = ["step"] * len(children)
+            if entry.final_answer is not None:
+                children.append(entry.final_answer.model_dump(mode="json"))
+                roles.append("outcome")
+            for child_index, (child, role) in enumerate(zip(children, roles, strict=True)):
+                leaf = _item(job.id, child_index, child["kind"], child, parent.id, role)
+                leaves.append(leaf)
+                session.add(leaf)
+        else:
+            leaf = _item(job.id, index, entry.kind, entry.model_dump(mode="json"))
+            leaves.append(leaf)
+            session.add(leaf)
+    session.flush()
+    ladder = LadderPass(session, job, policy).advance(leaves)
+    return Submission(job, ladder, created=True, deadline_s=request.deadline_s)
+
+
+def _item(
+    job_id: str,
+    index: int,
+    kind: str,
+    candidate: dict[str, Any],
+    parent_id: str | None = None,
+    role: str = "item",
+) -> Item:
+    metadata = candidate.get("metadata") or {}
+    group = metadata.get("group") if parent_id is None else None
+    return Item(
+        id=new_id(),
+        job_id=job_id,
+        index=index,
+        parent_id=parent_id,
+        role=role,
+        kind=kind,
+        candidate=candidate,
+        content_hash=_hash({k: candidate.get(k) for k in ("kind", "payload", "reference")}),
+        group_key=None if group is None else str(group),
+        state="climbing",
+        step=0,
+    )
+
+
+def job_out(session: Session, job_id: str) -> JobOut:
+    """The job as the API shows it: status, every item's reward and verdicts."""
+    job = repository.get_job(session, job_id)
+    if job is None:
+        raise NotFoundError(f"no job with id {job_id!r}")
+    items = repository.items_of(session, job_id)
+    verdicts = verdicts_for(session, [i.id for i in items])
+    children: dict[str, list[Item]] = defaultdict(list)
+    for item in items:
+        if item.parent_id is not None:
+            children[item.parent_id].append(item)
+
+    def out(item: Item) -> ItemOut:
+        return ItemOut(
+            index=item.index,
+            kind=item.kind,
+            state=item.state,
+            reward=Reward.model_validate(item.reward) if item.reward is not None else None,
+            verdicts=[
+                StoredVerdict.model_validate(
+                    {
+                        "id": r.id,
+                        "step": r.step,
+                        "status": r.status,
+                        "score": r.score,
+                        "uncertainty": r.uncertainty,
+                        "components": r.components,
+                        "feedback": r.feedback,
+                        "reason": r.reason,
+                        "cost": {"cpu_s": r.cpu_s, "wall_s": r.wall_s},
+                        "tier": r.tier,
+                        "tier_version": r.tier_version,
+                        "cached": r.cached,
+                    }
+                )
+                for r in verdicts.get(item.id, [])
+            ],
+            steps=[out(c) for c in sorted(children[item.id], key=lambda c: c.index)]
+            if item.kind == "trajectory"
+            else None,
+        )
+
+    top = sorted((i for i in items if i.parent_id is None), key=lambda i: i.index)
+    return JobOut(
+        id=job.id,
+        status="completed" if job.status == "completed" else "running",
+        policy=job.policy_name,
+        policy_version=job.policy_version,
+        created_at=job.created_at,
+        finished_at=job.finished_at,
+        n_items=job.n_items,
+        n_done=job.n_done,
+        items=[out(i) for i in top],
+    )

@@ -1,0 +1,1 @@
+"""The ladder: the state machine that moves items up the tiers and makes their rewards."""

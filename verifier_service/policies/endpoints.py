@@ -1,0 +1,81 @@
+"""Operators' HTTP API for escalation policies."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from verifier_service.core.deps import OperatorPrincipal, SessionDep
+from verifier_service.core.errors import NotFoundError
+from verifier_service.policies import repository, service
+from verifier_service.policies.api_schemas import (
+    PolicyIn,
+    PolicySummary,
+    PolicyVersionOut,
+    ValidationOut,
+)
+
+router = APIRouter(prefix="/v1/policies", tags=["policies"])
+
+
+def _summary(session: SessionDep, name: str) -> PolicySummary:
+    policy = repository.get_policy(session, name)
+    if policy is None:
+        raise NotFoundError(f"no policy named {name!r}")
+    versions = [v.version for v in repository.list_versions(session, name)]
+    return PolicySummary(name=name, active_version=policy.active_version, versions=versions)
+
+
+@router.get("")
+def list_policies(session: SessionDep, _: OperatorPrincipal) -> list[PolicySummary]:
+    """Every policy with its versions and which one is active."""
+    return [_summary(session, p.name) for p in repository.list_policies(session)]
+
+
+@router.post("", status_code=201)
+def create_policy_version(
+    body: PolicyIn, session: SessionDep, principal: OperatorPrincipal
+) -> PolicyVersionOut:
+    """Validate and store a new immutable version of a policy (activated unless asked not to)."""
+    saved = service.save(
+        session, body.source(), fmt=body.format, activate=body.activate, created_by=principal
+    )
+    record = repository.get_version(session, saved.name, saved.version)
+    assert record is not None
+    return PolicyVersionOut.from_record(record, active=body.activate)
+
+
+@router.post("/validate")
+def validate_policy(body: PolicyIn, _: OperatorPrincipal) -> ValidationOut:
+    """Check a policy document without saving it; 422 lists what is wrong."""
+    document = service.validate_document(body.source(), body.format)
+    return ValidationOut(valid=True, name=document.name, document=document.model_dump(mode="json"))
+
+
+@router.get("/{name}")
+def get_policy(name: str, session: SessionDep, _: OperatorPrincipal) -> PolicySummary:
+    """A policy's versions and which one is active."""
+    return _summary(session, name)
+
+
+@router.get("/{name}/versions/{version}")
+def get_policy_version(
+    name: str, version: int, session: SessionDep, _: OperatorPrincipal
+) -> PolicyVersionOut:
+    """One stored version of a policy document."""
+    record = repository.get_version(session, name, version)
+    if record is None:
+        raise NotFoundError(f"policy {name!r} has no version {version}")
+    policy = repository.get_policy(session, name)
+    active = policy is not None and policy.active_version == version
+    return PolicyVersionOut.from_record(record, active=active)
+
+
+@router.post("/{name}/versions/{version}/activate")
+def activate_policy_version(
+    name: str, version: int, session: SessionDep, _: OperatorPrincipal
+) -> PolicySummary:
+    """Make a stored version the one new jobs run under."""
+    if repository.get_version(session, name, version) is None:
+        raise NotFoundError(f"policy {name!r} has no version {version}")
+    repository.set_active(session, name, version)
+    return _summary(session, name)

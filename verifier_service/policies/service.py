@@ -1,0 +1,152 @@
+"""Policy logic: validate documents against the registered tiers, store versions, resolve."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from tiers.registry import UnknownTierError, get_tier, tier_names
+from verifier_service.core.errors import DomainError, NotFoundError
+from verifier_service.policies import repository
+from verifier_service.policies.loader import PolicyValidationError, parse_policy
+from verifier_service.policies.schemas import PolicyDocument
+
+
+class InvalidPolicyError(DomainError):
+    """A policy document that does not validate; `errors` point at the offending fields."""
+
+    status_code = 422
+    code = "invalid_policy"
+
+
+@dataclass(frozen=True)
+class ResolvedPolicy:
+    """A policy version and its parsed document."""
+
+    name: str
+    version: int
+    document: PolicyDocument
+
+
+def known_tiers() -> set[str]:
+    return set(tier_names())
+
+
+def validate_document(source: str | Mapping[str, Any], fmt: str | None = None) -> PolicyDocument:
+    """Parse and fully check a policy: schema, CEL gates, tier names and each tier's config."""
+    try:
+        document = parse_policy(source, fmt=fmt, known_tiers=known_tiers())  # type: ignore[arg-type]
+    except PolicyValidationError as exc:
+        raise InvalidPolicyError(
+            "the policy document is invalid", errors=exc.errors, hint=_HINT
+        ) from None
+    errors = []
+    for kind, ladder in document.ladders.items():
+        for index, step in enumerate(ladder):
+            loc = f"ladders.{kind}[{index}].config"
+            try:
+                tier = get_tier(step.tier)
+            except UnknownTierError as exc:
+                errors.append({"loc": f"ladders.{kind}[{index}].tier", "msg": str(exc)})
+                continue
+            if kind not in tier.kinds:
+                errors.append(
+                    {
+                        "loc": f"ladders.{kind}[{index}].tier",
+                        "msg": f"tier {step.tier!r} does not verify {kind!r} items "
+                        f"(it takes {', '.join(sorted(tier.kinds))})",
+                    }
+                )
+            validate = getattr(tier, "validate_config", None)
+            if validate is not None:
+                try:
+                    validate(step.config)
+                except ValueError as exc:
+                    errors.append({"loc": loc, "msg": str(exc)})
+    if errors:
+        raise InvalidPolicyError("the policy document is invalid", errors=errors, hint=_HINT)
+    return document
+
+
+_HINT = "fix the fields named in `errors` and submit again; POST /v1/policies/validate checks"
+
+
+@lru_cache(maxsize=256)
+def _parse_stored(name: str, version: int, document_json: str) -> PolicyDocument:
+    import json
+
+    # Stored versions were fully validated when saved; tiers are not re-checked here.
+    return parse_policy(json.loads(document_json), fmt="json")
+
+
+def resolve(session: Session, name: str, version: int | None = None) -> ResolvedPolicy:
+    """The given (default: active) version of a policy, parsed (cached per version)."""
+    import json
+
+    if version is None:
+        policy = repository.get_policy(session, name)
+        if policy is None or policy.active_version is None:
+            available = ", ".join(p.name for p in repository.list_policies(session)) or "none"
+            raise NotFoundError(
+                f"no active policy named {name!r}",
+                hint=f"policies available: {available}; create one with POST /v1/policies",
+            )
+        version = policy.active_version
+    record = repository.get_version(session, name, version)
+    if record is None:
+        raise NotFoundError(f"policy {name!r} has no version {version}")
+    document = _parse_stored(name, version, json.dumps(record.document, sort_keys=True))
+    return ResolvedPolicy(name=name, version=version, document=document)
+
+
+def save(
+    session: Session,
+    source: str | Mapping[str, Any],
+    *,
+    fmt: str | None = None,
+    activate: bool = True,
+    created_by: str = "anonymous",
+) -> ResolvedPolicy:
+    """Validate and store a new version of the document's policy; activate it if asked."""
+    document = validate_document(source, fmt)
+    text = source if isinstance(source, str) else ""
+    record = repository.add_version(
+        session, document.name, document.model_dump(mode="json"), text, created_by
+    )
+    if activate:
+        repository.set_active(session, document.name, record.version)
+    return ResolvedPolicy(name=document.name, version=record.version, document=document)
+
+
+def load_folder(
+    session: Session,
+    folder: Path,
+    *,
+    only_missing: bool = False,
+    on_error: Callable[[Path, InvalidPolicyError], None] | None = None,
+) -> list[str]:
+    """Save every *.yaml / *.json policy file in `folder`; returns the names saved.
+
+    An invalid file raises InvalidPolicyError, unless `on_error` is given: then it is reported
+    there and skipped.
+    """
+    saved = []
+    for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml"), *folder.glob("*.json")]):
+        text = path.read_text()
+        fmt = "json" if path.suffix == ".json" else "yaml"
+        try:
+            if only_missing:
+                name = validate_document(text, fmt).name
+                if repository.get_policy(session, name) is not None:
+                    continue
+            saved.append(save(session, text, fmt=fmt, created_by=f"file:{path.name}").name)
+        except InvalidPolicyError as exc:
+            if on_error is None:
+                raise
+            on_error(path, exc)
+    return saved

@@ -1,0 +1,1 @@
+"""Operators' view of the registered tiers."""

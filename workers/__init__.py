@@ -1,0 +1,1 @@
+"""Celery app and the thin tasks that drive the ladder and the tiers."""
