@@ -7,6 +7,8 @@ everything else still running, and prints one JSON object on stdout. The host do
 to stay alive: a candidate can kill it, and the host then reports that as the candidate's doing.
 """
 
+from __future__ import annotations
+
 import base64
 import errno
 import json
@@ -17,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import IO, Any
 
 WORK = "/work"
 HARNESS_DIR = "/work/.vs"
@@ -25,7 +28,7 @@ TRACEBACK_CHARS = 4000
 
 # Runs assert-style test scripts: the solution and the tests share one namespace (as when they
 # are concatenated into one file), and each top-level `assert` is one test.
-SCRIPT_HARNESS = r'''
+SCRIPT_HARNESS = r"""
 import ast, json, os, sys, traceback, types
 
 _out = os.fdopen(int(os.environ.pop("VS_RESULT_FD")), "w", buffering=1)
@@ -33,13 +36,13 @@ _emit = lambda obj: (_out.write(json.dumps(obj) + "\n"), _out.flush())
 
 def _describe(exc):
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next)
-    return {"traceback": "".join(lines)[-%(tb)d:], "exc": type(exc).__name__,
+    return {"traceback": "".join(lines)[-@TB@:], "exc": type(exc).__name__,
             "errno": getattr(exc, "errno", None)}
 
 tests_src = open("/work/tests.py").read()
 tree = ast.parse(tests_src, "tests.py")
 asserts = [n for n in tree.body if isinstance(n, ast.Assert)]
-names = ["line_%%d" %% n.lineno for n in asserts] or ["script"]
+names = ["line_%d" % n.lineno for n in asserts] or ["script"]
 _emit({"event": "collected", "tests": names})
 module = types.ModuleType("__main__")
 module.__file__ = "/work/solution.py"
@@ -58,7 +61,7 @@ except BaseException as exc:
 failed_at = None
 _failures = 0
 for node in tree.body:
-    name = "line_%%d" %% node.lineno
+    name = "line_%d" % node.lineno
     if failed_at is not None:
         if isinstance(node, ast.Assert):
             _emit({"event": "result", "name": name, "outcome": "failed",
@@ -74,7 +77,7 @@ for node in tree.body:
             _emit(dict(info, event="result", name=name, outcome="failed"))
         else:
             # A statement that is not a test failed: the remaining tests cannot run.
-            failed_at = "line %%d raised %%s" %% (node.lineno, info["exc"])
+            failed_at = "line %d raised %s" % (node.lineno, info["exc"])
             _emit(dict(info, event="result", name=name + "_setup" if asserts else "script",
                        outcome="failed", extra=bool(asserts)))
     else:
@@ -85,11 +88,11 @@ if not asserts and failed_at is None:
 _emit({"event": "finished"})
 _out.close()
 raise SystemExit(0 if failed_at is None and not _failures else 1)
-''' % {"tb": TRACEBACK_CHARS}
+""".replace("@TB@", str(TRACEBACK_CHARS))
 
 # A conftest.py: reports each pytest test through the result pipe, and makes the solution's
 # public names visible to test files that do not import them (HumanEval-style tests).
-PYTEST_CONFTEST = r'''
+PYTEST_CONFTEST = r"""
 import builtins, json, os, sys, traceback
 
 _out = os.fdopen(int(os.environ.pop("VS_RESULT_FD")), "w", buffering=1)
@@ -104,7 +107,7 @@ def pytest_sessionstart(session):
         import solution
     except BaseException as exc:
         lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        _emit({"event": "solution_error", "traceback": "".join(lines)[-%(tb)d:],
+        _emit({"event": "solution_error", "traceback": "".join(lines)[-@TB@:],
                "exc": type(exc).__name__, "errno": getattr(exc, "errno", None)})
         return
     for key, value in vars(solution).items():
@@ -114,7 +117,7 @@ def pytest_sessionstart(session):
 def pytest_collectreport(report):
     if report.failed:
         _emit({"event": "collect_error", "name": report.nodeid,
-               "traceback": str(report.longrepr)[-%(tb)d:]})
+               "traceback": str(report.longrepr)[-@TB@:]})
 
 def pytest_collection_finish(session):
     _emit({"event": "collected", "tests": [_name(i.nodeid) for i in session.items]})
@@ -133,15 +136,15 @@ def pytest_runtest_logreport(report):
         event = {"event": "result", "name": _name(report.nodeid), "outcome": outcome,
                  "when": report.when}
         if report.failed:
-            event["traceback"] = str(report.longrepr)[-%(tb)d:]
+            event["traceback"] = str(report.longrepr)[-@TB@:]
         _emit(event)
 
 def pytest_sessionfinish(session, exitstatus):
     _emit({"event": "finished", "exitstatus": int(exitstatus)})
-''' % {"tb": TRACEBACK_CHARS}
+""".replace("@TB@", str(TRACEBACK_CHARS))
 
 
-def _cgroup_counter(paths_and_keys):
+def _cgroup_counter(paths_and_keys: list[tuple[str, str]]) -> int:
     """The first readable `key N` line among cgroup v1/v2 event files, else 0."""
     for path, key in paths_and_keys:
         try:
@@ -155,7 +158,7 @@ def _cgroup_counter(paths_and_keys):
     return 0
 
 
-def _oom_kills():
+def _oom_kills() -> int:
     return _cgroup_counter(
         [
             ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill"),
@@ -164,20 +167,20 @@ def _oom_kills():
     )
 
 
-def _pids_max_hits():
+def _pids_max_hits() -> int:
     return _cgroup_counter(
         [("/sys/fs/cgroup/pids/pids.events", "max"), ("/sys/fs/cgroup/pids.events", "max")]
     )
 
 
-def _live_processes():
+def _live_processes() -> dict[int, str]:
     """{pid: command name} of every process in the container that is not a zombie."""
-    found = {}
+    found: dict[int, str] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open("/proc/%s/stat" % entry) as fh:
+            with open(f"/proc/{entry}/stat") as fh:
                 stat = fh.read()
         except OSError:
             continue
@@ -188,7 +191,7 @@ def _live_processes():
     return found
 
 
-def _kill_all_but_init():
+def _kill_all_but_init() -> None:
     """SIGKILL every process we may signal except ourselves and PID 1 (the container's init)."""
     for _ in range(3):
         try:
@@ -197,7 +200,7 @@ def _kill_all_but_init():
             return
 
 
-def _child_setup():
+def _child_setup() -> None:
     # The candidate, not the harness, is what the kernel should pick on OOM.
     try:
         with open("/proc/self/oom_score_adj", "w") as fh:
@@ -207,14 +210,21 @@ def _child_setup():
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def _decode(data, total, cap):
+def _decode(data: bytes, total: int, cap: int) -> str:
     text = data[:cap].decode("utf-8", errors="replace")
     if total > cap:
-        text += "\n[... %d more bytes not shown]" % (total - cap)
+        text += f"\n[... {total - cap} more bytes not shown]"
     return text
 
 
-def _run_child(argv, env, timeout_s, stdin_path, cap, limit):
+def _run_child(
+    argv: list[str],
+    env: dict[str, str],
+    timeout_s: float,
+    stdin_path: str | None,
+    cap: int,
+    limit: int,
+) -> dict[str, Any]:
     """Run `argv` in its own process group; return what happened, with capped output."""
     result_r, result_w = os.pipe()
     wake_r, wake_w = os.pipe()
@@ -223,7 +233,7 @@ def _run_child(argv, env, timeout_s, stdin_path, cap, limit):
     signal.signal(signal.SIGCHLD, lambda *_: None)
     old_wakeup = signal.set_wakeup_fd(wake_w)
     env = dict(env, VS_RESULT_FD=str(result_w))
-    stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+    stdin: IO[bytes] | int = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
     started = time.monotonic()
     proc = subprocess.Popen(
         argv,
@@ -237,9 +247,11 @@ def _run_child(argv, env, timeout_s, stdin_path, cap, limit):
         preexec_fn=_child_setup,
     )
     os.close(result_w)
-    if stdin_path:
+    if not isinstance(stdin, int):
         stdin.close()
     sel = selectors.DefaultSelector()
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     streams = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr", result_r: "events"}
     for fd in streams:
         os.set_blocking(fd, False)
@@ -251,7 +263,7 @@ def _run_child(argv, env, timeout_s, stdin_path, cap, limit):
     deadline = started + timeout_s
     open_fds = set(streams)
 
-    def pump(fd):
+    def pump(fd: int) -> None:
         nonlocal output_exceeded
         name = streams[fd]
         while True:
@@ -345,21 +357,24 @@ def _run_child(argv, env, timeout_s, stdin_path, cap, limit):
     }
 
 
-def _write(path, text_or_bytes):
+def _write(path: str, text_or_bytes: str | bytes) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    mode = "wb" if isinstance(text_or_bytes, bytes) else "w"
-    with open(path, mode) as fh:
-        fh.write(text_or_bytes)
+    if isinstance(text_or_bytes, bytes):
+        with open(path, "wb") as fh:
+            fh.write(text_or_bytes)
+    else:
+        with open(path, "w") as fh:
+            fh.write(text_or_bytes)
 
 
-def _safe_path(rel):
+def _safe_path(rel: str) -> str:
     path = os.path.normpath(os.path.join(WORK, rel))
     if path != WORK and not path.startswith(WORK + "/"):
-        raise ValueError("file path %r is outside the work directory" % rel)
+        raise ValueError(f"file path {rel!r} is outside the work directory")
     return path
 
 
-def main():
+def main() -> None:
     spec = json.loads("".join(sys.argv[1:]))
     cap = int(spec["output_cap"])
     limit = int(spec["output_limit"])
@@ -374,7 +389,7 @@ def main():
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
     }
-    report = {"harness": "ok", "oom_kills": 0, "pids_max_hits": 0}
+    report: dict[str, Any] = {"harness": "ok", "oom_kills": 0, "pids_max_hits": 0}
     oom0, pids0 = _oom_kills(), _pids_max_hits()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
 
@@ -410,7 +425,7 @@ def main():
         argv = [sys.executable, HARNESS_DIR + "/script_harness.py"]
     report["run"] = _run_child(argv, env, timeout_s, stdin_path, cap, limit)
 
-    fetched = {}
+    fetched: dict[str, str] = {}
     for rel in spec.get("fetch_files") or []:
         try:
             with open(_safe_path(rel), "rb") as fh:
@@ -423,7 +438,7 @@ def main():
     _finish(report, oom0, pids0, cpu0)
 
 
-def _finish(report, oom0, pids0, cpu0):
+def _finish(report: dict[str, Any], oom0: int, pids0: int, cpu0: resource.struct_rusage) -> None:
     report["oom_kills"] = _oom_kills() - oom0
     report["pids_max_hits"] = _pids_max_hits() - pids0
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -77,7 +78,9 @@ def _add_sandbox_user(rootfs: Path) -> None:
     if f":{SANDBOX_UID}:" not in group.read_text():
         with group.open("a") as fh:
             fh.write(f"sandbox:x:{SANDBOX_UID}:\n")
-    (rootfs / "work").mkdir(exist_ok=True)
+    work = rootfs / "work"
+    work.mkdir(exist_ok=True)
+    os.chown(work, SANDBOX_UID, SANDBOX_UID)
 
 
 def build_image(

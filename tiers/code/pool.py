@@ -310,7 +310,9 @@ class SandboxPool:
                 self.destroy(cid)
         raise AssertionError("unreachable")
 
-    def _run_in(self, cid: str, spec: dict[str, Any], timeout_s: float, memory_mb: int) -> RunOutcome:
+    def _run_in(
+        self, cid: str, spec: dict[str, Any], timeout_s: float, memory_mb: int
+    ) -> RunOutcome:
         import docker.errors
 
         api = self.client.api

@@ -264,9 +264,7 @@ class SandboxTier:
             }
         )
 
-    def verify_batch(
-        self, items: Sequence[Candidate], config: Mapping[str, Any]
-    ) -> list[Verdict]:
+    def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
         """Judge every item concurrently through the pool; one verdict per item, in order."""
         try:
             cfg = SandboxConfig.model_validate(dict(config))
@@ -279,9 +277,7 @@ class SandboxTier:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox") as executor:
             return list(executor.map(lambda item: self.verify_one(item, cfg, settings), items))
 
-    def verify_one(
-        self, item: Candidate, cfg: SandboxConfig, settings: SandboxSettings
-    ) -> Verdict:
+    def verify_one(self, item: Candidate, cfg: SandboxConfig, settings: SandboxSettings) -> Verdict:
         """Judge one item; every problem becomes a verdict with a reason."""
         watch = Stopwatch()
         with watch.measure():
@@ -381,7 +377,7 @@ class SandboxTier:
         limits: _Limits,
         expected: int,
     ) -> Verdict:
-        fmt = {
+        fmt: dict[str, Any] = {
             "pids": settings.pids_limit,
             "memory_mb": limits.memory_mb,
             "timeout_s": limits.timeout_s,
@@ -396,7 +392,9 @@ class SandboxTier:
             else:
                 reason = "harness_killed"
             message = LIMIT_MESSAGES[reason].format(**fmt)
-            detail = f" (harness exit code {outcome.exit_code})" if reason == "harness_killed" else ""
+            detail = ""
+            if reason == "harness_killed":
+                detail = f" (harness exit code {outcome.exit_code})"
             return self._verdict(
                 VerdictStatus.failed,
                 reason,
@@ -413,8 +411,7 @@ class SandboxTier:
             return self._verdict(
                 VerdictStatus.error,
                 "setup_failed",
-                f"setup_failed: the payload's setup code {why}\n"
-                + _output_section(setup),
+                f"setup_failed: the payload's setup code {why}\n" + _output_section(setup),
             )
         run: dict[str, Any] = report.get("run") or {}
         tests = _Tests.from_events(run.get("events") or [])
@@ -479,8 +476,9 @@ class SandboxTier:
         elif tests.collect_errors:
             traceback_text = tests.collect_errors[0]
 
+        verdict_reason: str | None
         if limit is not None:
-            status, score, reason = VerdictStatus.failed, 0.0, limit
+            status, score, verdict_reason = VerdictStatus.failed, 0.0, limit
             headline = f"{limit}: {LIMIT_MESSAGES[limit].format(**fmt)}"
         else:
             if rule_ok is not None:
@@ -493,11 +491,11 @@ class SandboxTier:
                 else:
                     score = len(passed) / total if total else 0.0
             status = VerdictStatus.passed if ok else VerdictStatus.failed
-            reason, headline = self._failure_reason(ok, tests, names, total, rule_notes)
+            verdict_reason, headline = self._failure_reason(ok, tests, names, total, rule_notes)
         feedback = "\n".join(
             part for part in (headline, traceback_text.rstrip(), _output_section(run)) if part
         )
-        return self._verdict(status, reason, feedback, score=score, components=components)
+        return self._verdict(status, verdict_reason, feedback, score=score, components=components)
 
     @staticmethod
     def _failure_reason(
@@ -508,7 +506,9 @@ class SandboxTier:
         failing = [n for n in names if not tests.passed(n)]
         summary = f"{total - len(failing)}/{total} tests passed"
         if failing:
-            summary += "; failing: " + ", ".join(failing[:10]) + (" ..." if len(failing) > 10 else "")
+            summary += (
+                "; failing: " + ", ".join(failing[:10]) + (" ..." if len(failing) > 10 else "")
+            )
         if rule_notes:
             summary += "; " + "; ".join(rule_notes)
         sol = tests.solution_error
@@ -534,5 +534,7 @@ def _output_section(run: Mapping[str, Any]) -> str:
     for stream in ("stdout", "stderr"):
         text = str(run.get(stream) or "")
         if text.strip():
-            parts.append(f"--- {stream} ({run.get(f'{stream}_bytes', len(text))} bytes) ---\n{text}")
+            parts.append(
+                f"--- {stream} ({run.get(f'{stream}_bytes', len(text))} bytes) ---\n{text}"
+            )
     return "\n".join(parts)

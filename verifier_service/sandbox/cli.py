@@ -24,9 +24,9 @@ def build_image_command(
     ] = None,
 ) -> None:
     """Build the sandbox image offline from Debian packages (debootstrap + docker import)."""
-    import docker
     import docker.errors
 
+    import docker
     from tiers.code.image import ImageBuildError, build_image, image_exists
 
     settings = get_settings().sandbox

@@ -1,0 +1,16 @@
+"""HTTP routes of the sandbox: a SandboxFusion-compatible `POST /run_code`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from verifier_service.sandbox import service
+from verifier_service.sandbox.schemas import RunCodeRequest, RunCodeResponse
+
+router = APIRouter(tags=["sandbox"])
+
+
+@router.post("/run_code", response_model=RunCodeResponse)
+def run_code(request: RunCodeRequest) -> RunCodeResponse:
+    """Run a Python program in a fresh sandbox container (SandboxFusion's /run_code)."""
+    return service.run_code(request)
