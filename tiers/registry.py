@@ -12,6 +12,7 @@ TIER_PATHS: dict[str, str] = {
     "schema": "tiers.schema:SchemaTier",
     "chem.fast": "tiers.chem.fast:ChemFastTier",
     "chem.surrogate": "tiers.chem.surrogate:ChemSurrogateTier",
+    "chem.dft": "tiers.chem.dft:ChemDftTier",
     "code.sandbox": "tiers.code.sandbox:SandboxTier",
 }
 

@@ -26,6 +26,7 @@ from tiers.chem.molecule import (
 )
 from tiers.chem.surrogate_model import SurrogateModel, SurrogateModelError
 from tiers.chem.xtb import XtbError, XtbMethod, xtb_single_point
+from verifier_service.settings import get_settings
 
 HARTREE_TO_KCAL = 627.509474
 
@@ -106,8 +107,6 @@ class ChemSurrogateTier:
 
     def __init__(self, model_path: Path | None = None) -> None:
         if model_path is None:
-            from verifier_service.settings import get_settings
-
             model_path = get_settings().chem.surrogate_model_path
         self.model_path = model_path
         self._model: SurrogateModel | None = None
