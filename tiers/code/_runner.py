@@ -325,11 +325,8 @@ def _run_child(
                 pump(key.fd)
     signal.set_wakeup_fd(old_wakeup)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    for fd in [*open_fds, wake_r, wake_w]:
-        try:
-            sel.unregister(fd)
-        except (KeyError, ValueError):
-            pass
+    sel.close()
+    for fd in (result_r, wake_r, wake_w):
         os.close(fd)
     proc.stdout.close()
     proc.stderr.close()

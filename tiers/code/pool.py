@@ -158,7 +158,7 @@ class SandboxPool:
         self.settings = settings
         self.client = check_engine(settings, client)
         self.pid = os.getpid()
-        self._owner = _owner_tag()
+        self.owner = _owner_tag()
         self._runner = _runner_source()
         self._ready: queue.Queue[str] = queue.Queue()
         self._owned: set[str] = set()
@@ -205,7 +205,7 @@ class SandboxPool:
             user=SANDBOX_USER,
             working_dir="/work",
             network_disabled=True,
-            labels={LABEL: "1", OWNER_LABEL: self._owner},
+            labels={LABEL: "1", OWNER_LABEL: self.owner},
             host_config=host_config,
             environment={"HOME": "/work", "LANG": "C.UTF-8"},
         )
@@ -435,7 +435,7 @@ class SandboxPool:
         # A container being created when we closed may have escaped `owned`; the label finds it.
         try:
             for info in self.client.api.containers(
-                all=True, filters={"label": f"{OWNER_LABEL}={self._owner}"}
+                all=True, filters={"label": f"{OWNER_LABEL}={self.owner}"}
             ):
                 self._remove_now(info["Id"])
         except Exception:

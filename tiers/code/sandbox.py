@@ -384,6 +384,13 @@ class SandboxTier:
             "output_limit": settings.output_limit_bytes,
         }
         report = outcome.report
+        if report is None and outcome.exit_code == 1 and "Traceback" in outcome.raw_stderr:
+            # The harness itself raised: a fault of ours, not of the candidate.
+            return self._verdict(
+                VerdictStatus.error,
+                "harness_error",
+                f"harness_error: the sandbox harness failed\n{outcome.raw_stderr}",
+            )
         if report is None:
             if outcome.host_timed_out:
                 reason = "timeout"

@@ -1,0 +1,115 @@
+"""Fixtures for the sandbox tests: the real Docker engine and the real sandbox image.
+
+These tests never skip. Without an engine or the image they fail and say how to get them
+(`bash .ci/install-docker.sh`, `verifier-service sandbox build-image`), as CI provides both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tiers.base import Candidate, Verdict
+from tiers.code import pool as pool_module
+from tiers.code.pool import OWNER_LABEL, SandboxPool, SandboxUnavailableError, make_client
+from tiers.code.sandbox import SandboxTier
+from verifier_service.settings import SandboxSettings, get_settings
+
+# Short limits keep the hostile suite quick on a shared 2-core machine.
+TEST_SANDBOX = {
+    "pool_size": 2,
+    "concurrency": 4,
+    "default_timeout_s": 3.0,
+    "default_memory_mb": 128,
+    "pids_limit": 48,
+    "tmpfs_mb": 32,
+    "output_cap_bytes": 8 * 1024,
+    "output_limit_bytes": 1024 * 1024,
+}
+
+
+@pytest.fixture(scope="session")
+def sandbox_settings() -> Iterator[SandboxSettings]:
+    """The process settings' sandbox group, with test limits, restored afterwards."""
+    settings = get_settings()
+    original = settings.sandbox
+    settings.sandbox = original.model_copy(update=TEST_SANDBOX)
+    try:
+        pool_module.check_engine(settings.sandbox)
+    except SandboxUnavailableError as exc:
+        settings.sandbox = original
+        pytest.fail(
+            f"the sandbox tests need a real Docker engine and image: {exc}\n"
+            "Set them up with `bash .ci/install-docker.sh && "
+            "verifier-service sandbox build-image --if-missing`.",
+            pytrace=False,
+        )
+    yield settings.sandbox
+    pool_module.shutdown_pool()
+    settings.sandbox = original
+
+
+@pytest.fixture(scope="session")
+def docker_client(sandbox_settings: SandboxSettings) -> Any:
+    return make_client(sandbox_settings)
+
+
+@pytest.fixture(scope="session")
+def sandbox_pool(sandbox_settings: SandboxSettings, docker_client: Any) -> Iterator[SandboxPool]:
+    """The process-wide pool the tier uses; at the end every container it made must be gone."""
+    pool = pool_module.get_pool()
+    yield pool
+    pool_module.shutdown_pool()
+    left = docker_client.api.containers(
+        all=True, filters={"label": f"{OWNER_LABEL}={pool.owner}"}
+    )
+    assert not left, f"containers left behind after pool shutdown: {[c['Id'][:12] for c in left]}"
+
+
+class RunSpy:
+    """Records the containers the pool used, so tests can check each one was removed."""
+
+    def __init__(self, pool: SandboxPool) -> None:
+        self.pool = pool
+        self.container_ids: list[str] = []
+        self._run = pool.run
+
+    def __call__(self, spec: dict[str, Any], timeout_s: float, memory_mb: int) -> Any:
+        outcome = self._run(spec, timeout_s, memory_mb)
+        self.container_ids.append(outcome.container_id)
+        return outcome
+
+
+@pytest.fixture
+def used_containers(
+    sandbox_pool: SandboxPool, docker_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[str]]:
+    """Ids of containers the test's candidates ran in; after the test none may exist."""
+    spy = RunSpy(sandbox_pool)
+    monkeypatch.setattr(sandbox_pool, "run", spy)
+    yield spy.container_ids
+    assert sandbox_pool.wait_removed(15), "used sandbox containers were not removed in 15 s"
+    existing = {c["Id"] for c in docker_client.api.containers(all=True)}
+    left = [cid[:12] for cid in spy.container_ids if cid in existing]
+    assert not left, f"containers left behind: {left}"
+
+
+@pytest.fixture(scope="session")
+def tier() -> SandboxTier:
+    return SandboxTier()
+
+
+@pytest.fixture
+def judge(
+    tier: SandboxTier, sandbox_pool: SandboxPool, used_containers: list[str]
+) -> Callable[..., Verdict]:
+    """Judge one code candidate through the tier (and so through the real pool)."""
+
+    def run(code: str, tests: str, config: dict[str, Any] | None = None, **extra: Any) -> Verdict:
+        item = Candidate(kind="code", payload={"code": code, "tests": tests, **extra})
+        (verdict,) = tier.verify_batch([item], config or {})
+        return verdict
+
+    return run
