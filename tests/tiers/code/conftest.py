@@ -62,9 +62,7 @@ def sandbox_pool(sandbox_settings: SandboxSettings, docker_client: Any) -> Itera
     pool = pool_module.get_pool()
     yield pool
     pool_module.shutdown_pool()
-    left = docker_client.api.containers(
-        all=True, filters={"label": f"{OWNER_LABEL}={pool.owner}"}
-    )
+    left = docker_client.api.containers(all=True, filters={"label": f"{OWNER_LABEL}={pool.owner}"})
     assert not left, f"containers left behind after pool shutdown: {[c['Id'][:12] for c in left]}"
 
 

@@ -19,9 +19,7 @@ QUICK = {"timeout_s": 2.0}
 
 
 @pytest.fixture(autouse=True)
-def _still_healthy(
-    judge: Judge, docker_client: Any, sandbox_pool: SandboxPool
-) -> Any:
+def _still_healthy(judge: Judge, docker_client: Any, sandbox_pool: SandboxPool) -> Any:
     """After each hostile case the engine answers and the pool still judges a good candidate."""
     yield
     assert docker_client.ping()
@@ -34,11 +32,14 @@ def assert_failed(verdict: Verdict, reason: str | set[str]) -> None:
     assert verdict.status is VerdictStatus.failed, verdict
     assert verdict.reason in reasons, (verdict.reason, verdict.feedback[:2000])
     assert verdict.score == 0.0
-    assert verdict.reason and verdict.feedback.startswith(verdict.reason), verdict.feedback[:300]
+    assert verdict.reason is not None
+    assert verdict.feedback.startswith(verdict.reason), verdict.feedback[:300]
 
 
 def test_fork_bomb_hits_the_pids_limit(judge: Judge) -> None:
-    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    code = (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    )
     verdict = judge(code, "assert True\n", QUICK)
     assert_failed(verdict, "pids_limit")
     assert "process limit" in verdict.feedback
