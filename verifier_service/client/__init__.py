@@ -1,0 +1,45 @@
+"""Python client of the reward API, and adapters for TRL, verl and OpenRLHF trainers.
+
+`VerifierClient` blocks, `AsyncVerifierClient` awaits; both return the API's own models
+(`JobOut`, `Reward`) and raise the exceptions of `verifier_service.client.errors`.
+"""
+
+from verifier_service.client._base import PollPolicy, RetryPolicy, rewards_of
+from verifier_service.client.aio import AsyncVerifierClient
+from verifier_service.client.errors import (
+    APIError,
+    ConflictError,
+    InvalidRequestError,
+    JobTimeoutError,
+    NotFoundError,
+    PayloadTooLargeError,
+    RateLimitedError,
+    ServerError,
+    ServiceConnectionError,
+    VerifierClientError,
+)
+from verifier_service.client.settings import ClientSettings
+from verifier_service.client.sync import VerifierClient
+from verifier_service.jobs.schemas import JobOut, Reward, RewardStatus
+
+__all__ = [
+    "APIError",
+    "AsyncVerifierClient",
+    "ClientSettings",
+    "ConflictError",
+    "InvalidRequestError",
+    "JobOut",
+    "JobTimeoutError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "PollPolicy",
+    "RateLimitedError",
+    "RetryPolicy",
+    "Reward",
+    "RewardStatus",
+    "ServerError",
+    "ServiceConnectionError",
+    "VerifierClient",
+    "VerifierClientError",
+    "rewards_of",
+]

@@ -1,0 +1,141 @@
+"""What the sync and async clients share: request bodies, retry timing, response parsing."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from verifier_service.client.errors import APIError, error_for
+from verifier_service.jobs.schemas import ItemOut, JobOut, Reward, RewardStatus
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+ItemLike = Mapping[str, Any] | BaseModel
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter for connection errors, 5xx and 429."""
+
+    retries: int = 4
+    backoff_s: float = 0.25
+    max_backoff_s: float = 8.0
+
+    def delay(self, attempt: int, retry_after: str | None = None) -> float:
+        if retry_after is not None:
+            try:
+                return min(float(retry_after), self.max_backoff_s)
+            except ValueError:
+                pass
+        base: float = min(self.backoff_s * 2.0**attempt, self.max_backoff_s)
+        return base * (0.5 + random.random() / 2)  # jitter: many trainers must not retry in step
+
+
+@dataclass(frozen=True)
+class PollPolicy:
+    """How often to poll a running job: from `first_s`, growing by `factor` up to `max_s`."""
+
+    first_s: float = 0.1
+    factor: float = 1.5
+    max_s: float = 2.0
+
+    def intervals(self) -> Iterator[float]:
+        interval = self.first_s
+        while True:
+            yield interval
+            interval = min(interval * self.factor, self.max_s)
+
+
+def item_dict(item: ItemLike) -> dict[str, Any]:
+    if isinstance(item, BaseModel):
+        return item.model_dump(mode="json", exclude_none=True)
+    return dict(item)
+
+
+def reward_body(
+    items: Iterable[ItemLike], policy: str, wait_s: float | None, deadline_s: float | None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"policy": policy, "items": [item_dict(i) for i in items]}
+    if wait_s is not None:
+        body["wait_s"] = wait_s
+    if deadline_s is not None:
+        body["deadline_s"] = deadline_s
+    return body
+
+
+def headers(principal: str | None, idempotency_key: str | None) -> dict[str, str]:
+    out = {"Accept": "application/json"}
+    if principal:
+        out["X-Principal"] = principal
+    if idempotency_key:
+        out["Idempotency-Key"] = idempotency_key
+    return out
+
+
+def new_key() -> str:
+    # Every submission carries a key, so retrying a POST after a lost answer cannot score twice.
+    return uuid.uuid4().hex
+
+
+def batch_keys(key: str, n_batches: int) -> list[str]:
+    return [key] if n_batches == 1 else [f"{key}/{i}" for i in range(n_batches)]
+
+
+def chunks(items: Sequence[ItemLike], size: int) -> list[Sequence[ItemLike]]:
+    return [items[i : i + size] for i in range(0, len(items), size)] or [items]
+
+
+LONG_POLL_MAX_S = 60.0
+
+
+def long_poll_s(left_s: float) -> float:
+    """wait_s for one long-poll request: what is left, capped below the service's limit."""
+    return max(0.0, min(left_s, LONG_POLL_MAX_S))
+
+
+def should_retry(response: httpx.Response) -> bool:
+    return response.status_code in RETRY_STATUSES
+
+
+def raise_for(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        body = {"error": "http_error", "message": response.text[:500] or response.reason_phrase}
+    raise error_for(response.status_code, body)
+
+
+def job_from(response: httpx.Response) -> JobOut:
+    raise_for(response)
+    return JobOut.model_validate(response.json())
+
+
+def not_ready(job_id: str, waited_s: float | None) -> Reward:
+    """The reward the client reports for an item whose ladder has not finished yet."""
+    when = f"within {waited_s:g} s" if waited_s is not None else "yet"
+    return Reward(
+        value=None,
+        status=RewardStatus.pending,
+        reason=f"not finished {when}; poll GET /v1/jobs/{job_id}",
+    )
+
+
+def rewards_of(job: JobOut, waited_s: float | None = None) -> list[Reward]:
+    """One reward per item of a job, in order; running items come back `pending`."""
+    return [i.reward if i.reward is not None else not_ready(job.id, waited_s) for i in job.items]
+
+
+def finished(item: ItemOut) -> bool:
+    return item.reward is not None and item.reward.status != RewardStatus.pending
+
+
+__all__ = ["APIError"]

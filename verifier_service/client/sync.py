@@ -1,0 +1,229 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from verifier_service.client import _base
+from verifier_service.client._base import ItemLike, PollPolicy, RetryPolicy
+from verifier_service.client.errors import JobTimeoutError, ServiceConnectionError
+from verifier_service.client.settings import ClientSettings
+from verifier_service.jobs.schemas import JobOut, Reward
+
+
+class VerifierClient:
+    """Blocking client of the reward API: submit items, wait for or stream their rewards.
+
+    Connection errors, 5xx and 429 answers are retried with backoff; every POST carries an
+    Idempotency-Key (generated when the caller gives none), so a retried POST never scores twice.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        principal: str | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+        poll: PollPolicy | None = None,
+        batch_size: int | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        settings = ClientSettings()
+        self.base_url = (base_url or settings.base_url).rstrip("/")
+        self.principal = principal if principal is not None else settings.principal
+        self.retry = retry or RetryPolicy(retries=settings.retries)
+        self.poll = poll or PollPolicy()
+        self.batch_size = batch_size or settings.batch_size
+        self.timeout_s = timeout_s
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
+
+    def __enter__(self) -> VerifierClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+        read_timeout_s: float | None = None,
+    ) -> httpx.Response:
+        timeout = httpx.Timeout(self.timeout_s if read_timeout_s is None else read_timeout_s)
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(
+                    method, path, json=json, headers=headers, timeout=timeout
+                )
+            except httpx.TransportError as exc:
+                if attempt >= self.retry.retries:
+                    raise ServiceConnectionError(
+                        f"{method} {self.base_url}{path} failed after {attempt + 1} attempts: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+            else:
+                if not _base.should_retry(response) or attempt >= self.retry.retries:
+                    return response
+                retry_after = response.headers.get("Retry-After")
+                time.sleep(self.retry.delay(attempt, retry_after))
+                attempt += 1
+                continue
+            time.sleep(self.retry.delay(attempt))
+            attempt += 1
+
+    def submit(
+        self,
+        items: Sequence[ItemLike],
+        *,
+        policy: str = "default",
+        wait_s: float | None = None,
+        deadline_s: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> JobOut:
+        """POST /v1/rewards once: the job, completed if its rewards were ready within wait_s."""
+        body = _base.reward_body(items, policy, wait_s, deadline_s)
+        key = idempotency_key or _base.new_key()
+        response = self._request(
+            "POST",
+            "/v1/rewards",
+            json=body,
+            headers=_base.headers(self.principal, key),
+            read_timeout_s=(wait_s or 0) + self.timeout_s,
+        )
+        return _base.job_from(response)
+
+    def get_job(self, job_id: str) -> JobOut:
+        """GET /v1/jobs/{id}."""
+        response = self._request(
+            "GET", f"/v1/jobs/{job_id}", headers=_base.headers(self.principal, None)
+        )
+        return _base.job_from(response)
+
+    def wait(self, job_id: str, *, timeout_s: float | None = None) -> JobOut:
+        """Poll a job with growing intervals until it completes; JobTimeoutError after timeout_s."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for interval in self.poll.intervals():
+            job = self.get_job(job_id)
+            if job.status == "completed":
+                return job
+            if deadline is not None and time.monotonic() + interval > deadline:
+                raise JobTimeoutError(
+                    f"job {job_id} still running after {timeout_s:g} s "
+                    f"({job.n_done}/{job.n_items} items done)",
+                    job_id=job_id,
+                )
+            time.sleep(interval)
+        raise AssertionError("unreachable")
+
+    def stream(
+        self, job_id: str, *, timeout_s: float | None = None
+    ) -> Iterator[tuple[int, Reward]]:
+        """Yield `(index, reward)` as each item's reward becomes final (by polling with backoff).
+
+        When the job completes, items left `pending` (waiting for reviewers) are yielded as such.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        seen: set[int] = set()
+        for interval in self.poll.intervals():
+            job = self.get_job(job_id)
+            for item in job.items:
+                if item.index in seen or item.reward is None:
+                    continue
+                if _base.finished(item) or job.status == "completed":
+                    seen.add(item.index)
+                    yield item.index, item.reward
+            if job.status == "completed":
+                return
+            if deadline is not None and time.monotonic() + interval > deadline:
+                raise JobTimeoutError(
+                    f"job {job_id} still running after {timeout_s:g} s", job_id=job_id
+                )
+            time.sleep(interval)
+
+    def score_jobs(
+        self,
+        items: Sequence[ItemLike],
+        *,
+        policy: str = "default",
+        timeout_s: float = 120.0,
+        deadline_s: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> list[JobOut]:
+        """Submit items in batches of `batch_size` and wait up to timeout_s for all of them.
+
+        Waiting re-sends each batch with its Idempotency-Key and a `wait_s`: the service answers
+        the moment the job finishes (a long poll), instead of the client polling on a timer.
+        """
+        start = time.monotonic()
+        batches = _base.chunks(items, self.batch_size)
+        keys = _base.batch_keys(idempotency_key or _base.new_key(), len(batches))
+        first_wait = _base.long_poll_s(timeout_s) if len(batches) == 1 else None
+        jobs = [
+            self.submit(
+                batch, policy=policy, wait_s=first_wait, deadline_s=deadline_s, idempotency_key=key
+            )
+            for batch, key in zip(batches, keys, strict=True)
+        ]
+        for index, job in enumerate(jobs):
+            while job.status != "completed":
+                left = timeout_s - (time.monotonic() - start)
+                if left <= 0:
+                    break
+                job = self.submit(
+                    batches[index],
+                    policy=policy,
+                    wait_s=_base.long_poll_s(left),
+                    deadline_s=deadline_s,
+                    idempotency_key=keys[index],
+                )
+            jobs[index] = job
+        return jobs
+
+    def score(
+        self,
+        items: Sequence[ItemLike],
+        *,
+        policy: str = "default",
+        timeout_s: float = 120.0,
+        deadline_s: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> list[Reward]:
+        """One reward per item, in order; items not finished within timeout_s come back pending."""
+        jobs = self.score_jobs(
+            items,
+            policy=policy,
+            timeout_s=timeout_s,
+            deadline_s=deadline_s,
+            idempotency_key=idempotency_key,
+        )
+        return [r for job in jobs for r in _base.rewards_of(job, timeout_s)]
+
+    def create_policy(self, text: str, *, activate: bool = True) -> dict[str, Any]:
+        """POST /v1/policies with a YAML or JSON policy document; the stored summary."""
+        response = self._request(
+            "POST",
+            "/v1/policies",
+            json={"text": text, "activate": activate},
+            headers=_base.headers(self.principal, None),
+        )
+        _base.raise_for(response)
+        summary: dict[str, Any] = response.json()
+        return summary
