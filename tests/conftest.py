@@ -167,6 +167,8 @@ def live_service(
         VERIFIER_DATABASE__URL=pg_url,
         VERIFIER_BROKER__URL=redis_url,
         VERIFIER_WORKER__VISIBILITY_TIMEOUT_S="8",
+        VERIFIER_API__MAX_BODY_BYTES="1000000",
+        VERIFIER_API__MAX_ITEMS="2000",
     )
     service = Service(base_url=f"http://127.0.0.1:{port}", env=env, data_dir=data_dir)
     subprocess.run(

@@ -20,7 +20,7 @@ app = typer.Typer(
 )
 policies_app = typer.Typer(help="Escalation policies.", no_args_is_help=True)
 app.add_typer(policies_app, name="policies")
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 ALL_QUEUES = "ladder,tier.fast,tier.sim,tier.hifi,tier.sandbox,review,callbacks"
 
