@@ -1,0 +1,162 @@
+"""Reward functions for TRL's `GRPOTrainer(reward_funcs=[...])`, sync and async.
+
+    reward = TRLReward(SmilesMapping(), base_url="http://127.0.0.1:8000", policy="drug-likeness")
+    trainer = GRPOTrainer(model=..., reward_funcs=[reward], ...)
+
+Each call maps `prompts, completions, **dataset_columns` to items with the mapping, puts the
+completions of one prompt into one GRPO group (`metadata.group`), scores them and returns
+`list[float | None]`: None for `pending` and `infra_error`, which TRL leaves out of the group's
+advantage. Reward components, the status fractions and mean verifier cost go to TRL's logs through
+its `log_metric` hook; each completion's status and reason go to the completions table through
+`log_extra`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from verifier_service.client.aio import AsyncVerifierClient
+from verifier_service.client.mappings import ItemMapping, group_key, message_text, with_group
+from verifier_service.client.settings import ClientSettings
+from verifier_service.client.sync import VerifierClient
+from verifier_service.jobs.schemas import Reward, RewardStatus
+
+_TRAINER_KWARGS = frozenset(
+    {"trainer_state", "log_extra", "log_metric", "completion_ids", "environments"}
+)
+
+
+def _rows(n: int, columns: Mapping[str, Any]) -> list[dict[str, Any]]:
+    usable = {
+        k: v
+        for k, v in columns.items()
+        if k not in _TRAINER_KWARGS and isinstance(v, Sequence) and len(v) == n
+    }
+    return [{k: v[i] for k, v in usable.items()} for i in range(n)]
+
+
+def reward_values(rewards: Sequence[Reward]) -> list[float | None]:
+    """TRL's view of rewards: the value when scored, None when pending or infra_error."""
+    return [r.value if r.status == RewardStatus.scored else None for r in rewards]
+
+
+class _Base:
+    def __init__(
+        self,
+        mapping: ItemMapping,
+        *,
+        policy: str | None,
+        timeout_s: float | None,
+        name: str,
+        group_by_prompt: bool,
+    ) -> None:
+        settings = ClientSettings()
+        self.mapping = mapping
+        self.policy = policy or settings.policy
+        self.timeout_s = timeout_s if timeout_s is not None else settings.timeout_s
+        self.group_by_prompt = group_by_prompt
+        # TRL names the reward's metrics (rewards/<name>/mean) after __name__.
+        self.__name__ = name
+
+    def items(
+        self, prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        state = columns.get("trainer_state")
+        step = getattr(state, "global_step", None)
+        rows = _rows(len(completions), columns)
+        out = []
+        for prompt, completion, row in zip(prompts, completions, rows, strict=True):
+            prompt_text = message_text(prompt)
+            item = self.mapping(prompt_text, message_text(completion), row)
+            if self.group_by_prompt:
+                item = with_group(item, group_key(prompt_text, step))
+            out.append(item)
+        return out
+
+    def log(self, rewards: Sequence[Reward], columns: Mapping[str, Any]) -> list[float | None]:
+        log_metric: Callable[[str, float], None] | None = columns.get("log_metric")
+        log_extra: Callable[[str, list[Any]], None] | None = columns.get("log_extra")
+        n = max(len(rewards), 1)
+        if log_metric is not None:
+            sums: dict[str, float] = defaultdict(float)
+            counts: dict[str, int] = defaultdict(int)
+            for reward in rewards:
+                for component, value in reward.components.items():
+                    sums[component] += value
+                    counts[component] += 1
+            for component, total in sums.items():
+                log_metric(f"{self.__name__}/{component}", total / counts[component])
+            for status in RewardStatus:
+                frac = sum(r.status == status for r in rewards) / n
+                log_metric(f"{self.__name__}/{status.value}_frac", frac)
+            log_metric(f"{self.__name__}/cost_units", sum(r.cost.cost_units for r in rewards) / n)
+        if log_extra is not None:
+            log_extra(f"{self.__name__}_status", [r.status.value for r in rewards])
+            log_extra(f"{self.__name__}_reason", [r.reason or "" for r in rewards])
+        return reward_values(rewards)
+
+
+class TRLReward(_Base):
+    """A synchronous TRL reward function backed by the reward service."""
+
+    def __init__(
+        self,
+        mapping: ItemMapping,
+        *,
+        client: VerifierClient | None = None,
+        base_url: str | None = None,
+        policy: str | None = None,
+        timeout_s: float | None = None,
+        name: str = "verifier",
+        group_by_prompt: bool = True,
+    ) -> None:
+        super().__init__(
+            mapping, policy=policy, timeout_s=timeout_s, name=name, group_by_prompt=group_by_prompt
+        )
+        self.client = client or VerifierClient(base_url)
+
+    def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any
+    ) -> list[float | None]:
+        items = self.items(prompts, completions, columns)
+        rewards = self.client.score(items, policy=self.policy, timeout_s=self.timeout_s)
+        return self.log(rewards, columns)
+
+
+class AsyncTRLReward(_Base):
+    """An async TRL reward function: TRL runs it on its event loop, beside other async rewards."""
+
+    def __init__(
+        self,
+        mapping: ItemMapping,
+        *,
+        base_url: str | None = None,
+        principal: str | None = None,
+        policy: str | None = None,
+        timeout_s: float | None = None,
+        name: str = "verifier",
+        group_by_prompt: bool = True,
+    ) -> None:
+        super().__init__(
+            mapping, policy=policy, timeout_s=timeout_s, name=name, group_by_prompt=group_by_prompt
+        )
+        self.base_url = base_url
+        self.principal = principal
+        # An httpx.AsyncClient belongs to the loop it was first used on; keep one per loop.
+        self._clients: dict[int, AsyncVerifierClient] = {}
+
+    def _client(self) -> AsyncVerifierClient:
+        loop = id(asyncio.get_running_loop())
+        if loop not in self._clients:
+            self._clients[loop] = AsyncVerifierClient(self.base_url, principal=self.principal)
+        return self._clients[loop]
+
+    async def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any
+    ) -> list[float | None]:
+        items = self.items(prompts, completions, columns)
+        rewards = await self._client().score(items, policy=self.policy, timeout_s=self.timeout_s)
+        return self.log(rewards, columns)
