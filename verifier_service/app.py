@@ -132,10 +132,12 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     from verifier_service import health
     from verifier_service.jobs.endpoints import router as jobs_router
     from verifier_service.policies.endpoints import router as policies_router
+    from verifier_service.sandbox.endpoints import router as sandbox_router
     from verifier_service.tiers_api.endpoints import router as tiers_router
 
     app.include_router(health.router)
     app.include_router(jobs_router)
     app.include_router(policies_router)
     app.include_router(tiers_router)
+    app.include_router(sandbox_router)
     return app

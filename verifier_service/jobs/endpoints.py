@@ -39,6 +39,11 @@ def _submit(request: RewardRequest, principal: str, key: str | None) -> tuple[st
     return job_id, completed
 
 
+def _status(job_id: str) -> str | None:
+    with transaction() as session:
+        return service.job_status(session, job_id)
+
+
 def _load(job_id: str) -> JobOut:
     with transaction() as session:
         return service.job_out(session, job_id)
@@ -69,16 +74,13 @@ async def create_rewards(
             hint="wait less, or poll GET /v1/jobs/{id}",
         )
     job_id, completed = await run_in_threadpool(_submit, request, principal, idempotency_key)
-    job: JobOut | None = None
     if not completed and request.wait_s:
         with waiter.watch(job_id) as finished:
-            job = await run_in_threadpool(_load, job_id)
-            if job.status != "completed":
+            # Subscribed first, then checked: a job finishing in between is not missed.
+            if await run_in_threadpool(_status, job_id) != "completed":
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(finished.wait(), timeout=request.wait_s)
-                job = await run_in_threadpool(_load, job_id)
-    if job is None:
-        job = await run_in_threadpool(_load, job_id)
+    job = await run_in_threadpool(_load, job_id)
     response.status_code = 200 if job.status == "completed" else 202
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     return job

@@ -141,6 +141,12 @@ def _item(
     )
 
 
+def job_status(session: Session, job_id: str) -> str | None:
+    """Just the job's status (cheap), or None if there is no such job."""
+    job = repository.get_job(session, job_id)
+    return None if job is None else job.status
+
+
 def job_out(session: Session, job_id: str) -> JobOut:
     """The job as the API shows it: status, every item's reward and verdicts."""
     job = repository.get_job(session, job_id)

@@ -1,0 +1,115 @@
+"""Sync single-molecule reward latency on the embedded default, next to bare RDKit.
+
+Starts `verifier-service dev` (SQLite + embedded Redis) in a temp dir, warms it up, then posts
+one molecule per request with wait_s and reports the median and p95 latency. Each request uses a
+different molecule so every one runs the full ladder (no verdict cache hit); a second run with a
+repeated molecule shows the cache path. The bare RDKit time is parse + sanitize + the same
+properties for the same molecules in this process.
+
+    .venv/bin/python bench/bench_latency.py [--n 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from rdkit import Chem, RDConfig
+from rdkit.Chem import QED, Crippen, Descriptors, rdMolDescriptors
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def nci(n: int) -> list[str]:
+    path = Path(RDConfig.RDDataDir) / "NCI" / "first_5K.smi"
+    return [line.split()[0] for line in path.read_text().splitlines() if line.strip()][:n]
+
+
+def bare_rdkit_ms(smiles: list[str]) -> float:
+    times = []
+    for s in smiles:
+        t0 = time.perf_counter()
+        mol = Chem.MolFromSmiles(s)
+        if mol is not None:
+            Descriptors.MolWt(mol)
+            Crippen.MolLogP(mol)
+            rdMolDescriptors.CalcTPSA(mol)
+            QED.qed(mol)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=200, help="requests to time")
+    args = parser.parse_args()
+    smiles = nci(args.n + 50)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
+        env["VERIFIER_DATA_DIR"] = tmp
+        env["VERIFIER_LOG_LEVEL"] = "WARNING"
+        port = free_port()
+        dev = subprocess.Popen(
+            [sys.executable, "-m", "verifier_service", "dev", "--port", str(port), "--no-sandbox"],
+            env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit("service did not start")
+                time.sleep(0.3)
+            with httpx.Client(base_url=url, timeout=30) as client:
+
+                def post(s: str) -> float:
+                    body = {"items": [{"kind": "molecule", "payload": {"smiles": s}}], "wait_s": 10}
+                    t0 = time.perf_counter()
+                    response = client.post("/v1/rewards", json=body)
+                    elapsed = time.perf_counter() - t0
+                    assert response.status_code == 200, response.text
+                    return elapsed * 1000
+
+                for s in smiles[:50]:  # warm-up: imports, connections, pool processes
+                    post(s)
+                fresh = [post(s) for s in smiles[50:]]
+                cached = [post(smiles[60]) for _ in range(min(args.n, 100))]
+        finally:
+            os.killpg(dev.pid, signal.SIGINT)
+            dev.wait(timeout=60)
+    bare = bare_rdkit_ms(smiles[50:])
+
+    def p95(xs: list[float]) -> float:
+        return sorted(xs)[int(0.95 * (len(xs) - 1))]
+
+    print(f"requests timed                 : {len(fresh)} distinct molecules")
+    print(f"service median latency (fresh) : {statistics.median(fresh):7.2f} ms   p95 {p95(fresh):.2f} ms")
+    print(f"service median latency (cached): {statistics.median(cached):7.2f} ms   p95 {p95(cached):.2f} ms")
+    print(f"bare RDKit median (same mols)  : {bare:7.2f} ms")
+    print(f"ratio service/bare (fresh)     : {statistics.median(fresh) / bare:7.1f}x")
+    print("target: median under 20 ms (fresh):", "MET" if statistics.median(fresh) < 20 else "MISSED")
+
+
+if __name__ == "__main__":
+    main()
