@@ -16,6 +16,7 @@ import queue
 import socket
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -74,15 +75,15 @@ def _process_start_time(pid: int) -> str:
     return stat[stat.rfind(")") + 2 :].split()[19]
 
 
-def _owner_tag(pid: int | None = None) -> str:
-    pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}:{pid}:{_process_start_time(pid)}"
+def _owner_tag() -> str:
+    """host:pid:start-time:pool-id; the pool id tells apart two pools of one process."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_process_start_time(pid)}:{uuid.uuid4().hex[:8]}"
 
 
 def _owner_is_gone(owner: str) -> bool:
     """Whether the process that labelled a container as `owner` no longer runs on this host."""
-    host, _, rest = owner.partition(":")
-    pid_text, _, start = rest.partition(":")
+    host, pid_text, start, *_ = [*owner.split(":"), "", "", ""]
     if host != socket.gethostname() or not pid_text.isdigit():
         return False  # another machine's worker: not ours to judge
     pid = int(pid_text)
@@ -296,15 +297,16 @@ class SandboxPool:
     def run(self, spec: dict[str, Any], timeout_s: float, memory_mb: int) -> RunOutcome:
         """Run the harness with `spec` in a fresh container, then destroy the container.
 
-        Retries once on a fresh container when the engine rejects the exec because the warm
-        container died while waiting (engine restart, external cleanup).
+        Moves on to another container when the engine says a warm one died while it waited
+        (engine restart, external cleanup): at most every warm one plus one started on the spot.
         """
-        for attempt in (1, 2):
+        attempts = self.settings.pool_size + 2
+        for attempt in range(1, attempts + 1):
             cid = self.acquire()
             try:
                 return self._run_in(cid, spec, timeout_s, memory_mb)
             except SandboxInfraError as exc:
-                if attempt == 2 or exc.reason != "container_gone":
+                if attempt == attempts or exc.reason != "container_gone":
                     raise
             finally:
                 self.destroy(cid)

@@ -1,0 +1,125 @@
+"""The pool's lifecycle, start-up checks and the image command, against the real engine."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tiers.base import Candidate, VerdictStatus
+from tiers.code.image import apt_mirror
+from tiers.code.pool import (
+    LABEL,
+    OWNER_LABEL,
+    SandboxPool,
+    SandboxUnavailableError,
+    check_engine,
+    startup_check,
+)
+from tiers.code.sandbox import SandboxTier
+from verifier_service.sandbox.cli import sandbox_app
+from verifier_service.settings import SandboxSettings
+
+
+def labelled(client: Any, owner: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = client.api.containers(
+        all=True, filters={"label": f"{OWNER_LABEL}={owner}"}
+    )
+    return found
+
+
+def test_pool_keeps_warm_locked_down_containers_and_removes_all_on_shutdown(
+    sandbox_settings: SandboxSettings, docker_client: Any
+) -> None:
+    pool = SandboxPool(sandbox_settings.model_copy(update={"pool_size": 3}))
+    try:
+        deadline = time.monotonic() + 20
+        while pool.ready_count() < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pool.ready_count() == 3
+        warm = labelled(docker_client, pool.owner)
+        assert len(warm) == 3
+        config = docker_client.api.inspect_container(warm[0]["Id"])
+        host = config["HostConfig"]
+        assert host["NetworkMode"] == "none"
+        assert host["ReadonlyRootfs"] is True
+        assert host["CapDrop"] == ["ALL"]
+        assert "no-new-privileges" in host["SecurityOpt"]
+        assert host["PidsLimit"] == sandbox_settings.pids_limit
+        assert host["Memory"] == host["MemorySwap"] == sandbox_settings.default_memory_mb << 20
+        assert host["NanoCpus"] == int(sandbox_settings.cpus * 1e9)
+        assert f"size={sandbox_settings.tmpfs_mb}m" in host["Tmpfs"]["/work"]
+        assert config["Config"]["User"] == "1000:1000"
+    finally:
+        pool.shutdown()
+    assert labelled(docker_client, pool.owner) == []
+
+
+def test_startup_check_removes_containers_of_dead_owners(
+    sandbox_settings: SandboxSettings, docker_client: Any
+) -> None:
+    dead_owner = f"{socket.gethostname()}:4194000:1"  # above pid_max: never a live process
+    labels = {LABEL: "1", OWNER_LABEL: dead_owner}
+    stale = docker_client.api.create_container(
+        sandbox_settings.image, command=["sleep", "infinity"], labels=labels
+    )
+    startup_check()
+    assert labelled(docker_client, dead_owner) == []
+    ids = {c["Id"] for c in docker_client.api.containers(all=True)}
+    assert stale["Id"] not in ids
+
+
+def test_missing_image_is_a_clear_startup_error(sandbox_settings: SandboxSettings) -> None:
+    settings = sandbox_settings.model_copy(update={"image": "verifier-sandbox:no-such-tag"})
+    with pytest.raises(SandboxUnavailableError, match="sandbox build-image"):
+        check_engine(settings)
+
+
+def test_unreachable_engine_is_a_clear_startup_error(sandbox_settings: SandboxSettings) -> None:
+    settings = sandbox_settings.model_copy(update={"docker_url": "unix:///nonexistent/docker.sock"})
+    with pytest.raises(SandboxUnavailableError, match="not reachable at unix:///nonexistent"):
+        check_engine(settings)
+
+
+def test_batch_runs_concurrently_and_keeps_order(tier: SandboxTier, sandbox_pool: Any) -> None:
+    items = [
+        Candidate(
+            kind="code",
+            payload={"code": f"import time\ntime.sleep(0.5)\nN = {i}", "tests": f"assert N == {i}"},
+        )
+        for i in range(8)
+    ]
+    items[5] = Candidate(kind="code", payload={"code": "N = -1", "tests": "assert N == 5"})
+    started = time.monotonic()
+    verdicts = tier.verify_batch(items, {})
+    elapsed = time.monotonic() - started
+    assert [v.status for v in verdicts] == [VerdictStatus.passed] * 5 + [VerdictStatus.failed] + [
+        VerdictStatus.passed
+    ] * 2
+    assert elapsed < 8 * 0.5  # four at a time, not one by one
+
+
+def test_build_image_if_missing_is_a_no_op_when_present(sandbox_settings: SandboxSettings) -> None:
+    result = CliRunner().invoke(sandbox_app, ["build-image", "--if-missing"])
+    assert result.exit_code == 0, result.output
+    assert "already exists" in result.output
+
+
+def test_check_command_reports_ready(sandbox_settings: SandboxSettings) -> None:
+    result = CliRunner().invoke(sandbox_app, ["check"])
+    assert result.exit_code == 0, result.output
+    assert "sandbox ready" in result.output
+
+
+def test_debootstrap_mirror_comes_from_apt_sources(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm\n"
+    )
+    assert apt_mirror(tmp_path) == "http://mirror.example/debian"
+    assert apt_mirror(tmp_path / "nothing") == "http://deb.debian.org/debian"
