@@ -38,8 +38,10 @@ def require_role(role: str) -> Callable[[str], str]:
     """Dependency that will check the principal's role once auth exists; today it allows all."""
 
     def check(principal: CurrentPrincipal) -> str:
-        del role  # roles arrive with the auth issue; every principal is allowed until then
+        # Roles arrive with the auth issue; until then every principal may act as `role`.
         return principal
+
+    check.__name__ = f"require_{role}"
 
     return check
 
