@@ -1,0 +1,1 @@
+"""Endpoints that speak other trainers' reward protocols (OpenRLHF's remote reward model)."""
