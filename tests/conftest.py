@@ -34,7 +34,9 @@ def _pg_admin() -> psycopg.Connection:
         return psycopg.connect(PG_ADMIN_URL, autocommit=True)
     except psycopg.OperationalError:
         # The local cluster trusts the socket; fall back to it as the postgres user.
-        return psycopg.connect("dbname=postgres user=postgres host=/var/run/postgresql", autocommit=True)
+        return psycopg.connect(
+            "dbname=postgres user=postgres host=/var/run/postgresql", autocommit=True
+        )
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +133,9 @@ class Service:
             self.stop(name)
 
 
-def wait_ready(base_url: str, timeout: float = 60, process: subprocess.Popen[bytes] | None = None) -> None:
+def wait_ready(
+    base_url: str, timeout: float = 60, process: subprocess.Popen[bytes] | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import httpx
-
 from conftest import REPO, free_port, service_env, wait_ready
 from test_rewards_live import README_REQUEST
 
@@ -27,7 +26,9 @@ def test_dev_serves_rewards_and_shuts_down_cleanly(tmp_path: Path) -> None:
         wait_ready(f"http://127.0.0.1:{port}", timeout=90, process=dev)
         assert (tmp_path / "verifier.db").exists()
         assert (tmp_path / "redis.socket").exists()
-        response = httpx.post(f"http://127.0.0.1:{port}/v1/rewards", json=README_REQUEST, timeout=30)
+        response = httpx.post(
+            f"http://127.0.0.1:{port}/v1/rewards", json=README_REQUEST, timeout=30
+        )
         assert response.status_code == 200, response.text
         values = [item["reward"]["value"] for item in response.json()["items"]]
         assert 0.5 < values[0] < 0.6

@@ -34,7 +34,9 @@ def test_readme_request_returns_scored_rewards(live_service: Service) -> None:
     assert aspirin["reward"]["status"] == "scored"
     assert 0.5 < aspirin["reward"]["value"] < 0.6  # aspirin's QED is 0.55
     assert aspirin["reward"]["fidelity"] == "chem.fast"
-    assert aspirin["verdicts"][0]["components"]["mw"] == __import__("pytest").approx(180.16, abs=0.01)
+    assert aspirin["verdicts"][0]["components"]["mw"] == __import__("pytest").approx(
+        180.16, abs=0.01
+    )
     assert aspirin["reward"]["provenance"] == [aspirin["verdicts"][0]["id"]]
 
     # An unclosed ring is the policy's fault: a scored zero with RDKit's reason, not an error.
@@ -49,7 +51,10 @@ def test_readme_request_returns_scored_rewards(live_service: Service) -> None:
 
 
 def test_without_wait_returns_202_then_polling_gives_rewards(live_service: Service) -> None:
-    body = {"policy": "default", "items": [{"kind": "molecule", "payload": {"smiles": "c1ccccc1O"}}]}
+    body = {
+        "policy": "default",
+        "items": [{"kind": "molecule", "payload": {"smiles": "c1ccccc1O"}}],
+    }
     with live_service.client() as client:
         response = client.post("/v1/rewards", json=body)
         assert response.status_code == 202

@@ -6,9 +6,8 @@ import signal
 import time
 from pathlib import Path
 
-from rdkit import RDConfig
-
 from conftest import Service
+from rdkit import RDConfig
 
 
 def _nci_smiles(n: int) -> list[str]:

@@ -3,12 +3,10 @@ trajectories. Policies are created over the operators' API."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
 import pytest
-
 from conftest import Service
 
 # QED of these differs clearly: ranking by QED is stable.
@@ -73,7 +71,7 @@ SURROGATE_LADDER = {
 
 
 def test_only_the_top_k_of_a_group_climb(sim_worker: Service) -> None:
-    ladder = {"molecule": [dict(SURROGATE_LADDER["molecule"][0]), dict(SURROGATE_LADDER["molecule"][1])]}
+    ladder = {"molecule": [dict(step) for step in SURROGATE_LADDER["molecule"]]}
     ladder["molecule"][1]["group"] = {"top_k": 2, "by": "verdicts['chem.fast'].components.qed"}
     policy = _policy(sim_worker, {"name": "topk", "ladders": ladder})
     job = _score(sim_worker, policy, [_mol(s, "g1") for s in MOLECULES])
@@ -122,7 +120,11 @@ def test_deadline_can_be_an_infra_error(live_service: Service) -> None:
     live_service.processes.get("sim") and live_service.stop("sim")
     policy = _policy(
         live_service,
-        {"name": "deadline-strict", "ladders": SURROGATE_LADDER, "deadline_fallback": "infra_error"},
+        {
+            "name": "deadline-strict",
+            "ladders": SURROGATE_LADDER,
+            "deadline_fallback": "infra_error",
+        },
     )
     job = _score(live_service, policy, [_mol(_fresh_smiles())], deadline_s=2)
     reward = job["items"][0]["reward"]
@@ -139,7 +141,8 @@ def test_duplicates_are_verified_once_within_and_across_jobs(live_service: Servi
     values = {i["reward"]["value"] for i in first["items"][:2]}
     assert len(values) == 1
     costs = sorted(i["reward"]["cost"]["cost_units"] for i in first["items"][:2])
-    assert costs[0] == 0.0 and costs[1] > 0
+    assert costs[0] == 0.0
+    assert costs[1] > 0
     second = _score(live_service, "default", [_mol(smiles)])
     assert second["items"][0]["verdicts"][0]["cached"] is True
     assert second["items"][0]["reward"]["value"] == first["items"][0]["reward"]["value"]
@@ -159,7 +162,11 @@ def test_cache_is_invalidated_by_tier_config(live_service: Service) -> None:
 
 def test_trajectory_gets_step_and_outcome_rewards(live_service: Service) -> None:
     schema = {"type": "object", "required": ["tool", "args"]}
-    good = {"kind": "json", "payload": {"tool": "search", "args": {}}, "reference": {"schema": schema}}
+    good = {
+        "kind": "json",
+        "payload": {"tool": "search", "args": {}},
+        "reference": {"schema": schema},
+    }
     bad = {"kind": "json", "payload": {"tool": "search"}, "reference": {"schema": schema}}
     trajectory = {
         "kind": "trajectory",
@@ -181,7 +188,12 @@ def test_trajectory_gets_step_and_outcome_rewards(live_service: Service) -> None
 def test_policy_validation_errors_point_at_the_field(live_service: Service) -> None:
     document = {
         "name": "broken",
-        "ladders": {"molecule": [{"tier": "chem.fast"}, {"tier": "chem.surrogate", "gate": "verdict['chem.fast'].score > 0.5"}]},
+        "ladders": {
+            "molecule": [
+                {"tier": "chem.fast"},
+                {"tier": "chem.surrogate", "gate": "verdict['chem.fast'].score > 0.5"},
+            ]
+        },
     }
     with live_service.client() as client:
         response = client.post("/v1/policies/validate", json={"document": document})

@@ -12,7 +12,7 @@ import hashlib
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -218,7 +218,8 @@ class LadderPass:
         decided = self._groups.get((item.id, index))
         if decided is not None:
             return decided
-        assert step.group is not None and item.group_key is not None
+        assert step.group is not None
+        assert item.group_key is not None
         peers = repository.group_items(self.session, self.job.id, item.group_key, item.kind)
         for peer in peers:
             behind = peer.state != "done" and (

@@ -77,7 +77,7 @@ _HINT = "fix the fields named in `errors` and submit again; POST /v1/policies/va
 
 
 @lru_cache(maxsize=256)
-def _parse_stored(name: str, version: int, document_json: str) -> PolicyDocument:
+def _parse_stored(document_json: str) -> PolicyDocument:
     import json
 
     # Stored versions were fully validated when saved; tiers are not re-checked here.
@@ -100,7 +100,7 @@ def resolve(session: Session, name: str, version: int | None = None) -> Resolved
     record = repository.get_version(session, name, version)
     if record is None:
         raise NotFoundError(f"policy {name!r} has no version {version}")
-    document = _parse_stored(name, version, json.dumps(record.document, sort_keys=True))
+    document = _parse_stored(json.dumps(record.document, sort_keys=True))
     return ResolvedPolicy(name=name, version=version, document=document)
 
 
