@@ -16,10 +16,9 @@ import os
 import resource
 import selectors
 import signal
-import subprocess
 import sys
 import time
-from typing import IO, Any
+from typing import Any
 
 WORK = "/work"
 HARNESS_DIR = "/work/.vs"
@@ -217,15 +216,71 @@ def _decode(data: bytes, total: int, cap: int) -> str:
     return text
 
 
+def _spawn(
+    argv: list[str] | None,
+    source: str | None,
+    env: dict[str, str],
+    stdin_path: str | None,
+    result_w: int,
+) -> tuple[int, int, int]:
+    """Fork a child in its own session with stdout/stderr on new pipes; return (pid, out, err).
+
+    The child execs `argv`, or (saving a second interpreter start-up) runs `source` itself.
+    """
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(out_w)
+        os.close(err_w)
+        return pid, out_r, err_r
+    code = 1
+    try:
+        os.setsid()
+        _child_setup()
+        stdin_fd = os.open(stdin_path or os.devnull, os.O_RDONLY)
+        os.dup2(stdin_fd, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.closerange(3, result_w)
+        os.closerange(result_w + 1, 1024)
+        os.chdir(WORK)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        if argv is not None:
+            os.set_inheritable(result_w, True)
+            os.execve(argv[0], argv, env)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.stdout.reconfigure(write_through=True)  # type: ignore[union-attr]
+        sys.stderr.reconfigure(write_through=True)  # type: ignore[union-attr]
+        try:
+            exec(compile(source or "", "<harness>", "exec"), {"__name__": "__harness__"})
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
 def _run_child(
-    argv: list[str],
+    argv: list[str] | None,
     env: dict[str, str],
     timeout_s: float,
     stdin_path: str | None,
     cap: int,
     limit: int,
+    source: str | None = None,
 ) -> dict[str, Any]:
-    """Run `argv` in its own process group; return what happened, with capped output."""
+    """Run `argv` (or `source`) in its own session; return what happened, with capped output."""
     result_r, result_w = os.pipe()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -233,26 +288,21 @@ def _run_child(
     signal.signal(signal.SIGCHLD, lambda *_: None)
     old_wakeup = signal.set_wakeup_fd(wake_w)
     env = dict(env, VS_RESULT_FD=str(result_w))
-    stdin: IO[bytes] | int = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
     started = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        cwd=WORK,
-        env=env,
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        pass_fds=(result_w,),
-        start_new_session=True,
-        preexec_fn=_child_setup,
-    )
+    pid, out_r, err_r = _spawn(argv, source, env, stdin_path, result_w)
     os.close(result_w)
-    if not isinstance(stdin, int):
-        stdin.close()
+    status: int | None = None
+
+    def poll() -> int | None:
+        nonlocal status
+        if status is None:
+            done, raw = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = os.waitstatus_to_exitcode(raw)
+        return status
+
     sel = selectors.DefaultSelector()
-    assert proc.stdout is not None
-    assert proc.stderr is not None
-    streams = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr", result_r: "events"}
+    streams = {out_r: "stdout", err_r: "stderr", result_r: "events"}
     for fd in streams:
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
@@ -286,7 +336,7 @@ def _run_child(
                 return
 
     while not output_exceeded:
-        if proc.poll() is not None:
+        if poll() is not None:
             break
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -303,7 +353,7 @@ def _run_child(
     elapsed = time.monotonic() - started
     if timed_out or output_exceeded:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
     # What the test wrote before it ended is in the pipes; take it before looking for strays.
@@ -312,12 +362,14 @@ def _run_child(
             pump(fd)
     me = os.getpid()
     strays = {
-        pid: comm
-        for pid, comm in _live_processes().items()
-        if pid not in (1, me, proc.pid) and pid not in BASELINE_PIDS
+        other: comm
+        for other, comm in _live_processes().items()
+        if other not in (1, me, pid) and other not in BASELINE_PIDS
     }
     _kill_all_but_init()
-    proc.wait()
+    if poll() is None:
+        _, raw = os.waitpid(pid, 0)
+        status = os.waitstatus_to_exitcode(raw)
     drain_deadline = time.monotonic() + 0.5
     while open_fds and not output_exceeded and time.monotonic() < drain_deadline:
         for key, _ in sel.select(0.05):
@@ -326,10 +378,8 @@ def _run_child(
     signal.set_wakeup_fd(old_wakeup)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     sel.close()
-    for fd in (result_r, wake_r, wake_w):
+    for fd in (result_r, out_r, err_r, wake_r, wake_w):
         os.close(fd)
-    proc.stdout.close()
-    proc.stderr.close()
     events = []
     for line in bytes(kept["events"]).splitlines():
         try:
@@ -338,7 +388,7 @@ def _run_child(
             continue
         if isinstance(event, dict):
             events.append(event)
-    code = proc.returncode
+    code = status
     return {
         "exit_code": code if code is not None and code >= 0 else None,
         "signal": -code if code is not None and code < 0 else None,
@@ -407,6 +457,7 @@ def main() -> None:
         stdin_path = HARNESS_DIR + "/stdin"
         _write(stdin_path, spec["stdin"])
     mode = spec["mode"]
+    argv: list[str] | None
     if mode == "run":
         argv = [sys.executable, WORK + "/solution.py"]
     elif mode == "pytest":
@@ -418,9 +469,9 @@ def main() -> None:
         ]  # fmt: skip
     else:
         _write(WORK + "/tests.py", spec["tests"])
-        _write(HARNESS_DIR + "/script_harness.py", SCRIPT_HARNESS)
-        argv = [sys.executable, HARNESS_DIR + "/script_harness.py"]
-    report["run"] = _run_child(argv, env, timeout_s, stdin_path, cap, limit)
+        argv = None
+    source = SCRIPT_HARNESS if argv is None else None
+    report["run"] = _run_child(argv, env, timeout_s, stdin_path, cap, limit, source)
 
     fetched: dict[str, str] = {}
     for rel in spec.get("fetch_files") or []:
