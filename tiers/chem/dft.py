@@ -31,7 +31,7 @@ from pydantic import (
 )
 from rdkit import Chem, rdBase
 
-from tiers.base import Candidate, Stopwatch, Verdict, VerdictStatus
+from tiers.base import Candidate, Cost, Stopwatch, Verdict, VerdictStatus
 from tiers.chem.conformers import ForceFieldName, Geometry, embed_and_minimise
 from tiers.chem.molecule import (
     FragmentPolicy,
@@ -128,15 +128,6 @@ class DftOutcome:
     child_cpu_s: float = 0.0
 
 
-def _limit_memory(memory_mb: int) -> Any:
-    limit = memory_mb * 1024 * 1024
-
-    def apply() -> None:  # runs in the child between fork and exec
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-    return apply
-
-
 def run_dft(job: Mapping[str, Any], *, timeout_s: float, memory_mb: int) -> DftOutcome:
     """Run one job in a fresh child process; SIGKILL its process group at the timeout."""
     before = _children_cpu_s()
@@ -151,13 +142,14 @@ def _children_cpu_s() -> float:
 
 def _run_child(job: Mapping[str, Any], *, timeout_s: float, memory_mb: int) -> DftOutcome:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tiers.chem.dft_runner"],
+        # The child caps its own address space (RLIMIT_AS) first thing: no preexec_fn, which
+        # is unsafe in a threaded parent.
+        [sys.executable, "-m", "tiers.chem.dft_runner", "--memory-mb", str(memory_mb)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group: the kill reaches any grandchildren
-        preexec_fn=_limit_memory(memory_mb),
     )
     try:
         stdout, stderr = proc.communicate(json.dumps(dict(job)), timeout=timeout_s)
@@ -226,7 +218,6 @@ class ChemDftTier:
         chem = get_settings().chem
         self.timeout_s = chem.dft_timeout_s if timeout_s is None else timeout_s
         self.memory_mb = chem.dft_memory_mb if memory_mb is None else memory_mb
-        self._child_cpu_s = 0.0
 
     def validate_config(self, config: Mapping[str, Any]) -> None:
         """Raise ValueError with a clear message when `config` is not valid for this tier."""
@@ -244,7 +235,6 @@ class ChemDftTier:
         cfg = parse_config(config)
         verdicts: list[Verdict] = []
         for item in items:
-            self._child_cpu_s = 0.0
             watch = Stopwatch()
             with watch.measure():
                 try:
@@ -256,12 +246,13 @@ class ChemDftTier:
                         feedback=f"chem.dft failed: {type(exc).__name__}: {exc}",
                     )
             cost = watch.cost()
-            cost.cpu_s += self._child_cpu_s  # the child's CPU is not in this process's clock
+            cost.cpu_s += verdict.cost.cpu_s  # the child's CPU is not in this process's clock
             verdict.cost = cost
             verdicts.append(verdict)
         return verdicts
 
     def _verify_one(self, item: Candidate, cfg: ChemDftConfig) -> Verdict:
+        """The verdict; its cost holds the CPU seconds of its DFT child, if one ran."""
         with rdBase.CaptureErrorLog():
             parsed = parse_smiles(
                 candidate_smiles(item), max_length=cfg.max_smiles_length, fragments=cfg.fragments
@@ -321,7 +312,6 @@ class ChemDftTier:
         }
         method = f"{'U' if spin else 'R'}{cfg.functional}/{cfg.basis}"
         outcome = run_dft(job, timeout_s=timeout_s, memory_mb=memory_mb)
-        self._child_cpu_s = outcome.child_cpu_s
         if not outcome.ok:
             if outcome.reason == "dft_not_converged":
                 components["dft_converged"] = 0.0
@@ -331,6 +321,7 @@ class ChemDftTier:
                 components=components,
                 feedback=f"{method} on the {geometry.force_field} geometry: {outcome.message}",
                 reason=outcome.reason,
+                cost=Cost(cpu_s=outcome.child_cpu_s),
             )
         r = outcome.result
         components.update(
@@ -353,6 +344,7 @@ class ChemDftTier:
             VerdictStatus.passed,
             score=min(max(score, 0.0), 1.0),
             components=components,
+            cost=Cost(cpu_s=outcome.child_cpu_s),
             feedback=(
                 f"{method} on the {geometry.force_field} geometry of {parsed.smiles}: "
                 f"E = {r['energy_hartree']:.8f} Eh, HOMO-LUMO gap {r['gap_ev']:.3f} eV, "

@@ -1,4 +1,4 @@
-"""The DFT child process: `python -m tiers.chem.dft_runner` reads one job (JSON) on stdin and
+"""The DFT child: `python -m tiers.chem.dft_runner --memory-mb N` reads one job (JSON) on stdin and
 writes one result (JSON) on stdout. chem.dft starts it with a memory cap and kills it at its
 timeout, so a runaway SCF cannot take a worker down.
 
@@ -12,6 +12,8 @@ Result: {"ok": true, "converged", "energy_hartree", "homo_ev", "lumo_ev", "gap_e
 from __future__ import annotations
 
 import os
+import resource
+import sys
 
 # The thread pools of numpy's BLAS and PySCF read these when they load: one thread per child,
 # parallelism across molecules. Set before anything imports numpy.
@@ -20,7 +22,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import errno  # noqa: E402
 import json  # noqa: E402
-import sys  # noqa: E402
 from typing import Any  # noqa: E402
 
 HARTREE_TO_EV = 27.211386245988
@@ -88,8 +89,16 @@ def _classify(exc: OSError | ImportError) -> str:
     return "missing" if isinstance(exc, ImportError) else "failed"
 
 
+def limit_memory(argv: list[str]) -> None:
+    """`--memory-mb N`: cap this process's address space before numpy and PySCF load."""
+    if "--memory-mb" in argv:
+        limit = int(argv[argv.index("--memory-mb") + 1]) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def main() -> int:
     try:
+        limit_memory(sys.argv[1:])
         job = json.loads(sys.stdin.read())
         result = compute(job)
     except MemoryError:
