@@ -378,11 +378,6 @@ class SandboxPool:
         finally:
             watchdog.cancel()
         wall = time.perf_counter() - started
-        exit_code: int | None = None
-        try:
-            exit_code = api.exec_inspect(exec_id).get("ExitCode")
-        except Exception:
-            logger.debug("exec_inspect failed for %s", cid[:12], exc_info=True)
         report: dict[str, Any] | None = None
         if not killed.is_set():
             try:
@@ -390,6 +385,13 @@ class SandboxPool:
                 report = parsed if isinstance(parsed, dict) else None
             except ValueError:
                 report = None
+        exit_code: int | None = 0
+        if report is None:  # only then does the harness's exit code tell anything
+            try:
+                exit_code = api.exec_inspect(exec_id).get("ExitCode")
+            except Exception:
+                exit_code = None
+                logger.debug("exec_inspect failed for %s", cid[:12], exc_info=True)
         return RunOutcome(
             report=report,
             exit_code=exit_code,

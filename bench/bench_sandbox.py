@@ -1,0 +1,233 @@
+"""Sandbox throughput: isolated executions per second, warm pool vs a plain `docker run` each.
+
+Each execution is a small Python program with assert-style tests (or pytest tests with
+--style pytest), run with the same limits (no network, read-only root, tmpfs, memory, pids,
+CPU, no capabilities, non-root) in a container that serves only that candidate.
+
+    .venv/bin/python bench/bench_sandbox.py                  # both modes, ~30 s
+    .venv/bin/python bench/bench_sandbox.py --mode pool --seconds 20 --concurrency 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tiers.base import Candidate, VerdictStatus
+from tiers.code import pool as pool_module
+from tiers.code.pool import LABEL, SANDBOX_USER
+from tiers.code.sandbox import SandboxTier
+from verifier_service.settings import get_settings
+
+PROGRAMS = [
+    (
+        "def fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n"
+        "        a, b = b, a + b\n    return a\n",
+        "assert fib(0) == 0\nassert fib(1) == 1\nassert fib(10) == 55\nassert fib(30) == 832040\n",
+        True,
+    ),
+    (
+        "def is_pal(s):\n    s = ''.join(c.lower() for c in s if c.isalnum())\n"
+        "    return s == s[::-1]\n",
+        "assert is_pal('A man, a plan, a canal: Panama')\nassert not is_pal('abc')\n",
+        True,
+    ),
+    (
+        # wrong for even sizes
+        "def median(xs):\n    xs = sorted(xs)\n    return xs[len(xs) // 2]\n",
+        "assert median([3, 1, 2]) == 2\nassert median([4, 1, 3, 2]) == 2.5\n",
+        False,
+    ),
+    (
+        "def primes(n):\n    return [p for p in range(2, n) if all(p % d for d in range(2, p))]\n",
+        "assert primes(10) == [2, 3, 5, 7]\nassert len(primes(200)) == 46\n",
+        True,
+    ),
+]
+PYTEST_TESTS = "def test_a():\n    {0}\n"
+
+
+def candidates(style: str) -> list[tuple[Candidate, bool]]:
+    out = []
+    for code, tests, ok in PROGRAMS:
+        if style == "pytest":
+            lines = [line for line in tests.splitlines() if line.strip()]
+            tests = "\n".join(PYTEST_TESTS.format(line).replace("test_a", f"test_{i}")
+                              for i, line in enumerate(lines))  # fmt: skip
+        out.append((Candidate(kind="code", payload={"code": code, "tests": tests}), ok))
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def drive(run_one: Callable[[int], bool], seconds: float, concurrency: int) -> dict[str, Any]:
+    """Call run_one from `concurrency` threads for `seconds`; execs/s and latency percentiles."""
+    latencies: list[float] = []
+    wrong = 0
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+
+    def worker(seed: int) -> None:
+        nonlocal wrong
+        i = seed
+        while time.monotonic() < stop_at:
+            t0 = time.perf_counter()
+            right = run_one(i)
+            dt = time.perf_counter() - t0
+            with lock:
+                latencies.append(dt)
+                wrong += not right
+            i += concurrency
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=concurrency) as ex:
+        list(ex.map(worker, range(concurrency)))
+    elapsed = time.monotonic() - started
+    return {
+        "executions": len(latencies),
+        "execs_per_s": round(len(latencies) / elapsed, 2),
+        "p50_s": round(statistics.median(latencies), 3),
+        "p95_s": round(percentile(latencies, 0.95), 3),
+        "wrong_verdicts": wrong,
+    }
+
+
+def bench_pool(seconds: float, concurrency: int, style: str) -> dict[str, Any]:
+    tier = SandboxTier()
+    items = candidates(style)
+    pool = pool_module.get_pool()
+    deadline = time.monotonic() + 30
+    while pool.ready_count() < pool.settings.pool_size and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+    def run_one(i: int) -> bool:
+        item, ok = items[i % len(items)]
+        verdict = tier.verify_one(item, tier_config, get_settings().sandbox)
+        return (verdict.status is VerdictStatus.passed) == ok
+
+    from tiers.code.sandbox import SandboxConfig
+
+    tier_config = SandboxConfig()
+    try:
+        return drive(run_one, seconds, concurrency)
+    finally:
+        pool_module.shutdown_pool()
+
+
+def bench_docker_run(seconds: float, concurrency: int, style: str) -> dict[str, Any]:
+    """The same harness and limits, but a new `docker run` (create, start, wait, rm) each time."""
+    settings = get_settings().sandbox
+    client = pool_module.check_engine(settings)
+    runner = pool_module._runner_source()
+    items = candidates(style)
+    uid, _, gid = SANDBOX_USER.partition(":")
+
+    def run_one(i: int) -> bool:
+        item, ok = items[i % len(items)]
+        spec = {
+            "mode": style,
+            "code": item.payload["code"],
+            "tests": item.payload["tests"],
+            "timeout_s": settings.default_timeout_s,
+            "output_cap": settings.output_cap_bytes,
+            "output_limit": settings.output_limit_bytes,
+        }
+        api = client.api
+        host_config = api.create_host_config(
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/work": f"size={settings.tmpfs_mb}m,uid={uid},gid={gid},mode=0700"},
+            mem_limit=f"{settings.default_memory_mb}m",
+            memswap_limit=f"{settings.default_memory_mb}m",
+            pids_limit=settings.pids_limit,
+            nano_cpus=int(settings.cpus * 1e9),
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+        )
+        cid = api.create_container(
+            settings.image,
+            ["python3", "-I", "-c", runner, json.dumps(spec)],
+            user=SANDBOX_USER,
+            working_dir="/work",
+            network_disabled=True,
+            labels={LABEL: "1"},
+            host_config=host_config,
+        )["Id"]
+        try:
+            api.start(cid)
+            api.wait(cid, timeout=settings.default_timeout_s + 10)
+            out = api.logs(cid, stdout=True, stderr=False)
+        finally:
+            api.remove_container(cid, force=True)
+        report = json.loads(out)
+        events = report["run"]["events"]
+        results = [e for e in events if e.get("event") == "result"]
+        passed = bool(results) and all(e["outcome"] == "passed" for e in results)
+        return passed == ok
+
+    return drive(run_one, seconds, concurrency)
+
+
+def bench_lifecycle(seconds: float, concurrency: int) -> dict[str, Any]:
+    """The floor under any one-container-per-candidate design: create, start and remove an
+    idle locked-down container, running no code at all."""
+    settings = get_settings().sandbox
+    pool = pool_module.SandboxPool(settings.model_copy(update={"pool_size": 0}))
+
+    def run_one(_: int) -> bool:
+        cid = pool._create()
+        pool.client.api.remove_container(cid, force=True)
+        return True
+
+    try:
+        return drive(run_one, seconds, concurrency)
+    finally:
+        pool.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--mode",
+        choices=["pool", "run", "lifecycle", "both", "all"],
+        default="both",
+        help="both: pool and docker run; all: also the bare container lifecycle",
+    )
+    parser.add_argument("--seconds", type=float, default=12.0, help="measuring time per mode")
+    parser.add_argument("--concurrency", type=int, default=4, help="candidates in flight")
+    parser.add_argument("--pool-size", type=int, default=4, help="warm containers kept ready")
+    parser.add_argument("--style", choices=["script", "pytest"], default="script")
+    args = parser.parse_args()
+
+    settings = get_settings()
+    settings.sandbox = settings.sandbox.model_copy(
+        update={"pool_size": args.pool_size, "concurrency": args.concurrency}
+    )
+    results: dict[str, Any] = {
+        "style": args.style,
+        "concurrency": args.concurrency,
+        "pool_size": args.pool_size,
+    }
+    if args.mode in ("pool", "both", "all"):
+        results["pool"] = bench_pool(args.seconds, args.concurrency, args.style)
+        print("pool      ", json.dumps(results["pool"]), flush=True)
+    if args.mode in ("run", "both", "all"):
+        results["docker_run"] = bench_docker_run(args.seconds, args.concurrency, args.style)
+        print("docker run", json.dumps(results["docker_run"]), flush=True)
+    if args.mode in ("lifecycle", "all"):
+        results["lifecycle_only"] = bench_lifecycle(args.seconds, args.concurrency)
+        print("lifecycle ", json.dumps(results["lifecycle_only"]), flush=True)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
