@@ -1,0 +1,48 @@
+"""`verifier-service train --config FILE`: the companion GRPO trainer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def train(
+    config: Annotated[
+        Path, typer.Option("--config", "-c", exists=True, dir_okay=False, help="Run YAML.")
+    ],
+    base_url: Annotated[
+        str | None, typer.Option(help="Service URL (overrides service.base_url).")
+    ] = None,
+    output_dir: Annotated[
+        Path | None, typer.Option(help="Output folder (overrides output_dir).")
+    ] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Overrides grpo.max_steps.")] = None,
+) -> None:
+    """GRPO with TRL's GRPOTrainer, rewarded by this service (needs the `train` extra)."""
+    from workers.grpo.config import TrainConfig
+
+    run_config = TrainConfig.load(config)
+    if base_url is not None:
+        run_config.service.base_url = base_url
+    if output_dir is not None:
+        run_config.output_dir = output_dir
+    if max_steps is not None:
+        run_config.grpo.max_steps = max_steps
+    try:
+        from workers.grpo.trainer import run
+    except ImportError as exc:
+        typer.echo(f"error: {exc}; install the train extra: pip install 'verifier-service[train]'")
+        raise typer.Exit(2) from None
+    summary = run(run_config)
+    typer.echo(
+        f"steps {summary.steps}: mean reward {summary.start_reward:.3f} -> "
+        f"{summary.end_reward:.3f}, validity {summary.start_validity:.2f} -> "
+        f"{summary.end_validity:.2f}\nmetrics: {summary.metrics}\nplot: {summary.plot}\n"
+        f"model: {summary.model_dir}"
+    )
+
+
+train_app = typer.Typer(help="The companion GRPO trainer.")
+train_app.command("train")(train)

@@ -1,0 +1,228 @@
+"""A GRPO run: warm start, then TRL's GRPOTrainer scoring its generations with the service."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from verifier_service.client import VerifierClient
+from verifier_service.client.mappings import SmilesMapping
+from verifier_service.client.trl import AsyncTRLReward, TRLReward
+from workers.grpo.config import TrainConfig
+from workers.grpo.model import build_model
+from workers.grpo.plotting import plot_reward_curve, read_metrics
+from workers.grpo.warmstart import warm_start
+
+console = Console(stderr=True)
+
+REWARD_NAME = "verifier"
+REWARD_KEY = f"rewards/{REWARD_NAME}/mean"
+VALIDITY_KEY = "rewards/molecule_validity/mean"
+
+
+def molecule_validity(completions: list[Any], **columns: Any) -> list[float]:
+    """1.0 when the whole completion is a SMILES that RDKit parses and sanitizes, else 0.0.
+
+    It is a reward function of weight 0: it changes no advantage, and TRL logs it beside the
+    service's reward. The fraction of distinct molecules goes to the logs as well.
+    """
+    from rdkit import Chem, rdBase
+
+    texts = [c if isinstance(c, str) else str(c[-1]["content"]) for c in completions]
+    with rdBase.BlockLogs():
+        mols = [Chem.MolFromSmiles(t.strip()) if t.strip() else None for t in texts]
+    valid = [m is not None and m.GetNumAtoms() > 0 for m in mols]
+    log_metric = columns.get("log_metric")
+    if log_metric is not None:
+        canonical = {Chem.MolToSmiles(m) for m, ok in zip(mols, valid, strict=True) if ok}
+        log_metric("molecules/unique_valid_frac", len(canonical) / max(len(texts), 1))
+    return [float(v) for v in valid]
+
+
+def _metrics_callback(path: Path, started: float, max_wall_s: float | None) -> Any:
+    from transformers import TrainerCallback
+
+    class MetricsJsonl(TrainerCallback):
+        """Appends each log line to a JSONL file (step, wall time); keeps the time budget."""
+
+        def on_log(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:  # noqa: ARG002
+            logs = kwargs.get("logs")
+            if not logs or not state.is_world_process_zero:
+                return
+            row = {"step": state.global_step, "elapsed_s": round(time.time() - started, 2)}
+            row.update({k: v for k, v in logs.items() if isinstance(v, int | float | str)})
+            with path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:  # noqa: ARG002
+            # The budget is wall time since the run started, warm start included.
+            if max_wall_s is not None and time.time() - started > max_wall_s:
+                control.should_training_stop = True
+
+    return MetricsJsonl()
+
+
+@dataclass
+class RunSummary:
+    """What a run achieved: reward and validity at the start and the end, and where outputs are."""
+
+    steps: int
+    start_reward: float
+    end_reward: float
+    start_validity: float
+    end_validity: float
+    metrics: Path
+    plot: Path
+    model_dir: Path
+
+
+def _window_mean(rows: list[dict[str, Any]], key: str, first: bool, k: int) -> float:
+    values = [float(r[key]) for r in rows if key in r]
+    if not values:
+        return float("nan")
+    part = values[:k] if first else values[-k:]
+    return sum(part) / len(part)
+
+
+def summarize(metrics: Path, plot: Path, model_dir: Path, window: int = 5) -> RunSummary:
+    rows = read_metrics(metrics)
+    steps = max((int(r["step"]) for r in rows), default=0)
+    return RunSummary(
+        steps=steps,
+        start_reward=_window_mean(rows, REWARD_KEY, True, window),
+        end_reward=_window_mean(rows, REWARD_KEY, False, window),
+        start_validity=_window_mean(rows, VALIDITY_KEY, True, window),
+        end_validity=_window_mean(rows, VALIDITY_KEY, False, window),
+        metrics=metrics,
+        plot=plot,
+        model_dir=model_dir,
+    )
+
+
+def _prepare_service(config: TrainConfig) -> None:
+    with VerifierClient(config.service.base_url, principal=config.service.principal) as client:
+        if config.service.policy_file is not None:
+            summary = client.create_policy(config.service.policy_file.read_text())
+            console.print(
+                f"stored policy [bold]{summary.get('name')}[/] "
+                f"version {summary.get('active_version')}"
+            )
+
+
+def _policy_model(config: TrainConfig, out: Path) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    warm_dir = out / "warm_start"
+    if (warm_dir / "config.json").exists():
+        console.print(f"warm start found in {warm_dir}; loading it")
+        return AutoModelForCausalLM.from_pretrained(warm_dir), AutoTokenizer.from_pretrained(
+            warm_dir
+        )
+    model, tokenizer = build_model(config.model, config.seed)
+    if config.warm_start.enabled and config.model.name_or_path is None:
+        loss = warm_start(model, tokenizer, config.warm_start, config.model.prompt, config.seed)
+        console.print(f"warm start done: last epoch loss {loss:.3f}")
+        model.save_pretrained(warm_dir)
+        tokenizer.save_pretrained(warm_dir)
+    return model, tokenizer
+
+
+def run(config: TrainConfig) -> RunSummary:
+    """Warm start (once), then GRPO for `grpo.max_steps`, resuming from the last checkpoint."""
+    from datasets import Dataset
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl.trainer.grpo_config import GRPOConfig
+    from trl.trainer.grpo_trainer import GRPOTrainer
+
+    started = time.time()
+    out = config.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(config.model_dump_json(indent=2))
+    _prepare_service(config)
+    model, tokenizer = _policy_model(config, out)
+
+    g = config.grpo
+    if g.batch_size % g.num_generations:
+        raise ValueError(
+            f"grpo.batch_size={g.batch_size} is not a multiple of num_generations="
+            f"{g.num_generations}"
+        )
+    prompts_per_step = g.batch_size // g.num_generations
+    dataset = Dataset.from_dict(
+        {"prompt": [config.model.prompt] * (prompts_per_step * g.max_steps)}
+    )
+    max_completion = g.max_completion_length
+    if config.model.name_or_path is None:
+        prompt_len = len(tokenizer.tokenize(config.model.prompt))
+        max_completion = min(max_completion, config.model.n_positions - prompt_len)
+    args = GRPOConfig(
+        output_dir=str(out),
+        seed=config.seed,
+        max_steps=g.max_steps,
+        per_device_train_batch_size=g.batch_size,
+        num_generations=g.num_generations,
+        learning_rate=g.learning_rate,
+        beta=g.beta,
+        loss_type=g.loss_type,
+        max_completion_length=max_completion,
+        temperature=g.temperature,
+        logging_steps=g.logging_steps,
+        save_steps=g.save_steps,
+        save_total_limit=g.save_total_limit,
+        use_cpu=g.use_cpu,
+        bf16=g.bf16,
+        gradient_checkpointing=g.gradient_checkpointing,
+        reward_weights=[1.0, 0.0],
+        report_to="none",
+        dataloader_num_workers=0,
+    )
+    reward: TRLReward | AsyncTRLReward
+    if config.service.use_async:
+        reward = AsyncTRLReward(
+            SmilesMapping(),
+            base_url=config.service.base_url,
+            principal=config.service.principal,
+            policy=config.service.policy,
+            timeout_s=config.service.timeout_s,
+            name=REWARD_NAME,
+        )
+    else:
+        client = VerifierClient(config.service.base_url, principal=config.service.principal)
+        reward = TRLReward(
+            SmilesMapping(),
+            client=client,
+            policy=config.service.policy,
+            timeout_s=config.service.timeout_s,
+            name=REWARD_NAME,
+        )
+    metrics = out / "metrics.jsonl"
+    max_wall = g.max_wall_minutes * 60 if g.max_wall_minutes is not None else None
+    reward_funcs: list[Any] = [reward, molecule_validity]
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[_metrics_callback(metrics, started, max_wall)],
+    )
+    last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
+    if last:
+        console.print(f"resuming from {last}")
+    trainer.train(resume_from_checkpoint=last)
+    model_dir = out / "final"
+    trainer.save_model(str(model_dir))
+    tokenizer.save_pretrained(model_dir)
+    plot = plot_reward_curve(
+        metrics,
+        out / "reward-curve.png",
+        reward_key=REWARD_KEY,
+        validity_key=VALIDITY_KEY,
+        title=f"GRPO against policy {config.service.policy!r}",
+    )
+    return summarize(metrics, plot, model_dir)
