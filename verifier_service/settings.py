@@ -74,7 +74,7 @@ class SandboxSettings(BaseModel):
     )
     max_source_bytes: int = Field(
         default=512 * 1024,
-        description="Largest code + tests + setup accepted (they travel as exec arguments).",
+        description="Largest code + tests + setup accepted for one candidate.",
     )
     concurrency: int = Field(
         default=4, description="Candidates of one batch run at the same time in one process."

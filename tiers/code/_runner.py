@@ -1,10 +1,13 @@
 """The harness that runs inside a sandbox container (stdlib only, Python >= 3.8).
 
-The host passes this file's text to `python3 -I -c` and a JSON spec as the remaining arguments.
-It writes the candidate's files into /work, runs the tests (or the program) in a child process
-group with a wall-clock limit and output caps, collects per-test results through a pipe, kills
-everything else still running, and prints one JSON object on stdout. The host does not trust it
-to stay alive: a candidate can kill it, and the host then reports that as the candidate's doing.
+The pool starts each container with this file's text as `python3 -I -c` and the harness as the
+container's PID 1, waiting for a JSON spec on stdin (or, for a one-off `docker run`, the spec as
+the remaining arguments). It writes the candidate's files into /work, runs the tests (or the
+program) in a child process in its own session with a wall-clock limit and output caps, collects
+per-test results through a pipe, kills everything else still running, and prints one JSON object
+on stdout. As PID 1 of the container's PID namespace it cannot be killed from inside, and when it
+exits the kernel kills whatever the candidate left behind. The host does not trust it either:
+it enforces its own deadline and output cap, and removes the container afterwards.
 """
 
 from __future__ import annotations
@@ -422,7 +425,7 @@ def _safe_path(rel: str) -> str:
 
 
 def main() -> None:
-    spec = json.loads("".join(sys.argv[1:]))
+    spec = json.loads("".join(sys.argv[1:]) or sys.stdin.read())
     cap = int(spec["output_cap"])
     limit = int(spec["output_limit"])
     timeout_s = float(spec["timeout_s"])

@@ -31,8 +31,6 @@ SANDBOX_USER = "1000:1000"
 # Extra wall-clock the host allows past the candidate's own limit before it kills the
 # container: harness start-up, writing files, reporting.
 HOST_GRACE_S = 3.0
-# Largest chunk of the spec in one exec argument (Linux caps one argument at 128 KiB).
-_ARG_CHUNK = 96 * 1024
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -200,9 +198,12 @@ class SandboxPool:
             ulimits=[{"Name": "core", "Soft": 0, "Hard": 0}],
             log_config={"Type": "none", "Config": {}},
         )
+        # The harness is the container's PID 1, started now and waiting for its spec on stdin:
+        # a candidate then costs an attach instead of an exec plus an interpreter start-up.
         created = api.create_container(
             s.image,
-            command=["sleep", "infinity"],
+            command=["python3", "-I", "-c", self._runner],
+            stdin_open=True,
             user=SANDBOX_USER,
             working_dir="/work",
             network_disabled=True,
@@ -324,23 +325,20 @@ class SandboxPool:
                 api.update_container(cid, mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m")
             except docker.errors.DockerException as exc:
                 raise _infra_error("container_update_failed", exc) from exc
-        text = json.dumps(spec)
-        chunks = [text[i : i + _ARG_CHUNK] for i in range(0, len(text), _ARG_CHUNK)]
+        payload = json.dumps(spec).encode()
         try:
-            exec_id = api.exec_create(
-                cid,
-                ["python3", "-I", "-c", self._runner, *chunks],
-                user=SANDBOX_USER,
-                workdir="/work",
-            )["Id"]
+            sock_io = api.attach_socket(
+                cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
         except docker.errors.NotFound as exc:
             raise SandboxInfraError("container_gone", str(exc)) from exc
         except docker.errors.APIError as exc:
-            if "is not running" in str(exc):
+            if "is not running" in str(exc) or exc.status_code == 409:
                 raise SandboxInfraError("container_gone", str(exc)) from exc
-            raise _infra_error("exec_failed", exc) from exc
+            raise _infra_error("attach_failed", exc) from exc
         except Exception as exc:
             raise _infra_error("engine_unavailable", exc) from exc
+        sock: socket.socket = getattr(sock_io, "_sock", sock_io)
 
         host_limit = 4 * s.output_cap_bytes + 8 * 1024 * 1024
         killed = threading.Event()
@@ -354,52 +352,70 @@ class SandboxPool:
 
         budget = timeout_s * (2 if spec.get("setup") else 1) + HOST_GRACE_S
         watchdog = threading.Timer(budget, kill)
-        out = bytearray()
-        err = bytearray()
+        streams = {1: bytearray(), 2: bytearray()}
+        received = 0
         exceeded = False
         started = time.perf_counter()
         try:
-            stream = api.exec_start(exec_id, stream=True, demux=True)
             watchdog.start()
-            for chunk_out, chunk_err in stream:
-                if chunk_out:
-                    out += chunk_out
-                if chunk_err and len(err) < 64 * 1024:
-                    err += chunk_err
-                if len(out) > host_limit:
+            sock.sendall(payload)
+            sock.shutdown(socket.SHUT_WR)
+            # The attach stream is framed: 8-byte header (stream id, 3 zero bytes, length).
+            pending = bytearray()
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                received += len(data)
+                pending += data
+                while len(pending) >= 8:
+                    size = int.from_bytes(pending[4:8], "big")
+                    if len(pending) < 8 + size:
+                        break
+                    kind = pending[0]
+                    if kind in streams and len(streams[kind]) < host_limit:
+                        streams[kind] += pending[8 : 8 + size]
+                    del pending[: 8 + size]
+                if received > host_limit + 64 * 1024:
                     exceeded = True
                     kill()
                     break
-        except docker.errors.NotFound as exc:
-            raise SandboxInfraError("container_gone", str(exc)) from exc
-        except Exception as exc:
+        except OSError as exc:
             if not killed.is_set():
                 raise _infra_error("engine_unavailable", exc) from exc
         finally:
             watchdog.cancel()
+            sock_io.close()
         wall = time.perf_counter() - started
         report: dict[str, Any] | None = None
         if not killed.is_set():
             try:
-                parsed = json.loads(bytes(out))
+                parsed = json.loads(bytes(streams[1]))
                 report = parsed if isinstance(parsed, dict) else None
             except ValueError:
                 report = None
         exit_code: int | None = 0
-        if report is None:  # only then does the harness's exit code tell anything
+        oom_killed = False
+        if report is None and not killed.is_set():
+            # Only now does the container's own state tell anything.
             try:
-                exit_code = api.exec_inspect(exec_id).get("ExitCode")
-            except Exception:
-                exit_code = None
-                logger.debug("exec_inspect failed for %s", cid[:12], exc_info=True)
+                state = api.inspect_container(cid)["State"]
+            except Exception as exc:
+                raise _infra_error("engine_unavailable", exc) from exc
+            exit_code = state.get("ExitCode")
+            oom_killed = bool(state.get("OOMKilled"))
+            if received == 0 and not oom_killed:
+                # It had died before we attached (engine restart, external cleanup).
+                raise SandboxInfraError("container_gone", f"container {cid[:12]} was not running")
         return RunOutcome(
             report=report,
             exit_code=exit_code,
             host_timed_out=killed.is_set() and not exceeded,
             host_output_exceeded=exceeded,
             wall_s=wall,
-            raw_stderr=err.decode("utf-8", errors="replace")[-4000:],
+            raw_stderr=streams[2].decode("utf-8", errors="replace")[-4000:],
             container_id=cid,
+            extra={"oom_killed": oom_killed},
         )
 
     # -- lifecycle ---------------------------------------------------------------------------

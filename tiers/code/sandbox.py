@@ -392,7 +392,9 @@ class SandboxTier:
                 f"harness_error: the sandbox harness failed\n{outcome.raw_stderr}",
             )
         if report is None:
-            if outcome.host_timed_out:
+            if outcome.extra.get("oom_killed"):
+                reason = "memory_limit"
+            elif outcome.host_timed_out:
                 reason = "timeout"
             elif outcome.host_output_exceeded:
                 reason = "output_limit"

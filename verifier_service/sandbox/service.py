@@ -73,11 +73,12 @@ def run_code(request: RunCodeRequest) -> RunCodeResponse:
                 status=CommandRunStatus.TimeLimitExceeded, execution_time=outcome.wall_s
             )
             return RunCodeResponse(status=RunStatus.Failed, message="", run_result=run)
-        why = (
-            "the program wrote too much output and was killed"
-            if outcome.host_output_exceeded
-            else f"the program killed the sandbox harness (exit code {outcome.exit_code})"
-        )
+        if outcome.extra.get("oom_killed"):
+            why = f"memory limit of {memory_mb} MB exceeded; killed"
+        elif outcome.host_output_exceeded:
+            why = "the program wrote too much output and was killed"
+        else:
+            why = f"the sandbox harness died (exit code {outcome.exit_code})"
         run = CommandRunResult(
             status=CommandRunStatus.Finished, execution_time=outcome.wall_s, stderr=why
         )

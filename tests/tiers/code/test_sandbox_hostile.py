@@ -139,16 +139,30 @@ def test_host_environment_and_files_are_out_of_reach(
     assert socket.gethostname() not in verdict.feedback
 
 
-def test_killing_its_own_parent_fails_the_candidate(judge: Judge) -> None:
-    code = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
-    verdict = judge(code, "assert True\n", QUICK)
-    assert_failed(verdict, "harness_killed")
+def test_killing_its_own_parent_does_not_escape_judgement(judge: Judge) -> None:
+    # The harness is the container's PID 1, which cannot be killed from inside: the attack
+    # changes nothing and the failing tests are still reported as such.
+    code = (
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef answer():\n    return 41\n"
+    )
+    verdict = judge(code, "assert answer() == 42\n", QUICK)
+    assert_failed(verdict, "tests_failed")
+    assert "assert answer() == 42" in verdict.feedback
 
 
-def test_killing_init_and_everything_else_fails_the_candidate(judge: Judge) -> None:
-    code = "import os, signal\nos.kill(-1, signal.SIGKILL)\nos.kill(1, signal.SIGKILL)\n"
-    verdict = judge(code, "assert True\n", QUICK)
-    assert_failed(verdict, {"harness_killed", "crashed"})
+def test_killing_every_process_it_can_does_not_escape_judgement(judge: Judge) -> None:
+    code = (
+        "import os, signal\n"
+        "for target in (-1, 1, os.getppid()):\n"
+        "    try:\n"
+        "        os.kill(target, signal.SIGKILL)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "def answer():\n    return 41\n"
+    )
+    verdict = judge(code, "def test_answer():\n    assert answer() == 42\n", QUICK)
+    assert_failed(verdict, "tests_failed")
+    assert verdict.components["test:test_answer"] == 0.0
 
 
 def test_a_process_that_outlives_the_test_fails_and_is_killed(judge: Judge) -> None:
