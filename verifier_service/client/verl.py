@@ -99,6 +99,7 @@ def compute_score_batch(
     timeout_s: float | None = None,
     missing_score: float = 0.0,
     with_components: bool = True,
+    client: VerifierClient | None = None,
     **_: Any,
 ) -> list[dict[str, Any]]:
     """A batch of rewards in one request, for verl's BatchRewardManager.
@@ -106,7 +107,7 @@ def compute_score_batch(
     With `with_components`, every result carries the union of the batch's component names.
     """
     settings = ClientSettings()
-    client = _client(base_url or settings.base_url, principal or settings.principal)
+    client = client or _client(base_url or settings.base_url, principal or settings.principal)
     mapping = _mapping(kind)
     infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
     items = [
