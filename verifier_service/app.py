@@ -130,6 +130,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     app.add_exception_handler(Exception, _unexpected_error)
 
     from verifier_service import health
+    from verifier_service.compat.openrlhf import router as openrlhf_router
     from verifier_service.jobs.endpoints import router as jobs_router
     from verifier_service.policies.endpoints import router as policies_router
     from verifier_service.sandbox.endpoints import router as sandbox_router
@@ -140,4 +141,5 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     app.include_router(policies_router)
     app.include_router(tiers_router)
     app.include_router(sandbox_router)
+    app.include_router(openrlhf_router)
     return app

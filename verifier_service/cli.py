@@ -38,6 +38,16 @@ _mount_optional("verifier_service.sandbox.cli", "sandbox_app", "sandbox")
 _mount_optional("verifier_service.chem.cli", "chem_app", "chem")
 
 
+def _mount_train() -> None:
+    # The GRPO trainer's heavy imports (torch, TRL) happen inside the command.
+    from workers.grpo.cli import train
+
+    app.command("train")(train)
+
+
+_mount_train()
+
+
 def _seed_policies() -> list[str]:
     from verifier_service.core.db import transaction
     from verifier_service.policies.loader import EXAMPLES_DIR
