@@ -1,4 +1,7 @@
-"""`verifier-service train --config FILE`: the companion GRPO trainer."""
+"""`verifier-service train --config FILE`: the companion GRPO trainer.
+
+Mounted by the main CLI as `app.command("train")(train)`; nothing here imports torch until a run.
+"""
 
 from __future__ import annotations
 
@@ -43,6 +46,3 @@ def train(
         f"model: {summary.model_dir}"
     )
 
-
-train_app = typer.Typer(help="The companion GRPO trainer.")
-train_app.command("train")(train)
