@@ -1,9 +1,11 @@
 """A pool of pre-started, locked-down sandbox containers; each runs one candidate, then dies.
 
 A `docker run` costs about 0.2 s, an exec into a running container about 0.06 s. The pool keeps
-`pool_size` containers started ahead in background threads, so a candidate pays only for the
-exec. A container never serves two candidates: after its run it is force-removed (killing
-whatever the candidate left behind) and a fresh one takes its place.
+`pool_size` containers started ahead in background threads, each with the harness already running
+as its PID 1 and waiting for a spec on stdin, so a candidate pays only for an attach (no exec, no
+interpreter start-up). A container never serves two candidates: when the harness exits the
+kernel kills whatever the candidate left running, the container is removed, and a fresh one
+takes its place.
 """
 
 from __future__ import annotations
