@@ -211,3 +211,71 @@ def test_tiers_endpoint_lists_queues(live_service: Service) -> None:
     assert tiers["chem.fast"]["queue"] == "tier.fast"
     assert tiers["code.sandbox"]["queue"] == "tier.sandbox"
     assert isinstance(tiers["chem.dft"]["queue_depth"], int)
+
+
+def test_half_duplicate_job_costs_half_and_reports_it(live_service: Service) -> None:
+    fresh = [_fresh_smiles() for _ in range(3)]
+    job = _score(live_service, "default", [_mol(s) for s in fresh + fresh])
+    with live_service.client() as client:
+        cost = client.get(f"/v1/jobs/{job['id']}/cost").json()
+    fast = cost["tiers"]["chem.fast"]
+    assert fast["calls"] == 3
+    assert fast["cache_hits"] == 3
+    assert cost["cost_units"] == pytest.approx(3 * 0.001)
+    assert cost["every_tier_cost_units"] == pytest.approx(6 * 0.001)
+    assert cost["saved_cost_units"] == pytest.approx(3 * 0.001)
+
+
+def test_replay_compares_a_draft_with_the_active_version(live_service: Service) -> None:
+    base = {
+        "name": "replay",
+        "ladders": {"molecule": [{"tier": "chem.fast"}]},
+        "reward": {
+            "molecule": {"components": [{"name": "qed", "tier": "chem.fast", "component": "qed"}]}
+        },
+    }
+    name = _policy(live_service, base)
+    job = _score(live_service, name, [_mol(s) for s in MOLECULES])
+    active_values = [i["reward"]["value"] for i in job["items"]]
+    inverted = {"type": "linear", "low": 1.0, "high": 0.0}
+    draft = {
+        **base,
+        "name": name,
+        "reward": {"molecule": {"components": [
+            {"name": "qed", "tier": "chem.fast", "component": "qed", "transform": inverted}
+        ]}},
+    }  # fmt: skip
+    with live_service.client() as client:
+        response = client.post(
+            f"/v1/policies/{name}/replay", json={"document": draft, "job_ids": [job["id"]]}
+        )
+    assert response.status_code == 200, response.text
+    report = response.json()
+    assert report["items"] == len(MOLECULES)
+    assert report["active"]["mean_reward"] == pytest.approx(sum(active_values) / len(MOLECULES))
+    assert report["draft"]["mean_reward"] == pytest.approx(1 - report["active"]["mean_reward"])
+    assert report["draft"]["escalations"] == {"chem.fast": len(MOLECULES)}
+    assert report["draft"]["unavailable"] == 0  # every verdict came from the store, none computed
+    assert report["rank_correlation"] == pytest.approx(-1.0)
+    top = report["most_changed"][0]
+    assert top["delta"] == pytest.approx(top["draft"] - top["active"])
+    assert abs(top["delta"]) == max(abs(1 - 2 * v) for v in active_values)
+
+
+def test_replay_reports_verdicts_it_would_need(live_service: Service) -> None:
+    name = _policy(
+        live_service, {"name": "replay-missing", "ladders": {"molecule": [{"tier": "chem.fast"}]}}
+    )
+    job = _score(live_service, name, [_mol(_fresh_smiles())])
+    draft = {"name": name, "ladders": SURROGATE_LADDER}
+    with live_service.client() as client:
+        report = client.post(
+            f"/v1/policies/{name}/replay", json={"document": draft, "job_ids": [job["id"]]}
+        ).json()
+        computed = client.post(
+            f"/v1/policies/{name}/replay",
+            json={"document": draft, "job_ids": [job["id"]], "compute_missing": True},
+        ).json()
+    assert report["draft"]["unavailable"] == 1
+    assert computed["draft"]["unavailable"] == 0
+    assert computed["draft"]["escalations"] == {"chem.fast": 1, "chem.surrogate": 1}

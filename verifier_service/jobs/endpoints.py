@@ -12,9 +12,14 @@ from sqlalchemy.exc import IntegrityError
 
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import CurrentPrincipal, SessionDep, SettingsDep, WaiterDep
-from verifier_service.core.errors import InvalidRequestError, PayloadTooLargeError
+from verifier_service.core.errors import (
+    InvalidRequestError,
+    NotFoundError,
+    PayloadTooLargeError,
+)
 from verifier_service.jobs import service
 from verifier_service.jobs.schemas import JobOut, RewardRequest
+from verifier_service.ladder.costs import CostReport, job_cost
 from workers import dispatch
 
 router = APIRouter(tags=["rewards"])
@@ -90,3 +95,11 @@ async def create_rewards(
 def get_job(job_id: str, session: SessionDep) -> JobOut:
     """A job's status and whatever rewards and verdicts are ready."""
     return service.job_out(session, job_id)
+
+
+@router.get("/v1/jobs/{job_id}/cost")
+def get_job_cost(job_id: str, session: SessionDep) -> CostReport:
+    """Cost per tier, cache hits, escalations, and the saving against running every tier."""
+    if service.job_status(session, job_id) is None:
+        raise NotFoundError(f"no job with id {job_id!r}")
+    return job_cost(session, job_id)

@@ -71,3 +71,16 @@ class ValidationOut(BaseModel):
     valid: bool
     name: str
     document: dict[str, Any]
+
+
+class ReplayIn(PolicyIn):
+    """A draft policy to replay over stored items (`activate` is ignored)."""
+
+    job_ids: list[str] | None = Field(
+        default=None, description="Replay these jobs' items; default: the policy's latest items."
+    )
+    limit: int = Field(default=1000, ge=1, le=20_000, description="Most items to replay.")
+    compute_missing: bool = Field(
+        default=False,
+        description="Run tiers for verdicts nobody has computed yet (costs real compute).",
+    )

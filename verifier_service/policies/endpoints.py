@@ -6,13 +6,16 @@ from fastapi import APIRouter
 
 from verifier_service.core.deps import OperatorPrincipal, SessionDep
 from verifier_service.core.errors import NotFoundError
+from verifier_service.ladder.costs import CostReport, policy_version_cost
 from verifier_service.policies import repository, service
 from verifier_service.policies.api_schemas import (
     PolicyIn,
     PolicySummary,
     PolicyVersionOut,
+    ReplayIn,
     ValidationOut,
 )
+from verifier_service.policies.replay import ReplayReport, replay, stored_items
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"])
 
@@ -79,3 +82,34 @@ def activate_policy_version(
         raise NotFoundError(f"policy {name!r} has no version {version}")
     repository.set_active(session, name, version)
     return _summary(session, name)
+
+
+@router.get("/{name}/versions/{version}/cost")
+def get_policy_version_cost(
+    name: str, version: int, session: SessionDep, _: OperatorPrincipal
+) -> CostReport:
+    """Cost per tier, cache hits, escalations and savings of every job run under a version."""
+    if repository.get_version(session, name, version) is None:
+        raise NotFoundError(f"policy {name!r} has no version {version}")
+    return policy_version_cost(session, name, version)
+
+
+@router.post("/{name}/replay")
+def replay_policy(
+    name: str, body: ReplayIn, session: SessionDep, _: OperatorPrincipal
+) -> ReplayReport:
+    """Run a draft over stored items of past jobs and compare it with the active version."""
+    draft = service.validate_document(body.source(), body.format)
+    policy = repository.get_policy(session, name)
+    active = None
+    if policy is not None and policy.active_version is not None:
+        active = service.resolve(session, name)
+    items = stored_items(session, body.job_ids, name, body.limit)
+    return replay(
+        session,
+        draft,
+        active.document if active else None,
+        active.version if active else None,
+        items,
+        compute_missing=body.compute_missing,
+    )
