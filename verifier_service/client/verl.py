@@ -80,8 +80,9 @@ def compute_score(
 ) -> dict[str, Any]:
     """One sample's reward, in verl's `compute_score` signature (data_source is not used)."""
     del data_source  # one reward service for all sources; the policy decides
+    # One sample cannot know its batch's component names, so the single form adds none.
     (out,) = compute_score_batch(
-        [""], [solution_str], [ground_truth], [extra_info], with_components=False, **kw
+        [""], [solution_str], [ground_truth], [extra_info], **{**kw, "with_components": False}
     )
     return out
 

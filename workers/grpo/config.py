@@ -85,6 +85,11 @@ class TrainConfig(_Section):
 
     output_dir: Path = Field(default=Path("runs/grpo"), description="Checkpoints, metrics, plot.")
     seed: int = 0
+    torch_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="torch intra-op threads; 1 keeps a tiny model fast on a busy shared CPU.",
+    )
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)

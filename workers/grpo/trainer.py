@@ -134,11 +134,14 @@ def _policy_model(config: TrainConfig, out: Path) -> tuple[Any, Any]:
 
 def run(config: TrainConfig) -> RunSummary:
     """Warm start (once), then GRPO for `grpo.max_steps`, resuming from the last checkpoint."""
+    import torch
     from datasets import Dataset
     from transformers.trainer_utils import get_last_checkpoint
     from trl.trainer.grpo_config import GRPOConfig
     from trl.trainer.grpo_trainer import GRPOTrainer
 
+    if config.torch_threads is not None:
+        torch.set_num_threads(config.torch_threads)
     started = time.time()
     out = config.output_dir
     out.mkdir(parents=True, exist_ok=True)
