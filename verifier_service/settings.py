@@ -43,6 +43,13 @@ class ApiSettings(BaseModel):
     )
     max_items: int = Field(default=4096, description="Most items in one reward request.")
     max_wait_s: float = Field(default=300.0, description="Largest accepted wait_s.")
+    inline_max_items: int = Field(
+        default=4,
+        description="A request that waits (wait_s) with at most this many items runs its "
+        "tier.fast work (schema, chem.fast: about a millisecond each) in the API process "
+        "instead of a Celery round trip; slower tiers always go through their queues. "
+        "0 turns this off.",
+    )
 
 
 class SandboxSettings(BaseModel):

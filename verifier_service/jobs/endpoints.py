@@ -10,6 +10,7 @@ from fastapi import APIRouter, Header, Response
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.exc import IntegrityError
 
+from tiers.registry import get_tier
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import CurrentPrincipal, SessionDep, SettingsDep, WaiterDep
 from verifier_service.core.errors import (
@@ -20,12 +21,20 @@ from verifier_service.core.errors import (
 from verifier_service.jobs import service
 from verifier_service.jobs.schemas import JobOut, RewardRequest
 from verifier_service.ladder.costs import CostReport, job_cost
+from verifier_service.settings import Settings
 from workers import dispatch
+from workers.tasks import verify
 
 router = APIRouter(tags=["rewards"])
 
 
-def _submit(request: RewardRequest, principal: str, key: str | None) -> tuple[str, bool]:
+def _runs_inline(request: RewardRequest, settings: Settings) -> bool:
+    return bool(request.wait_s) and len(request.items) <= settings.api.inline_max_items
+
+
+def _submit(
+    request: RewardRequest, principal: str, key: str | None, inline: bool = False
+) -> tuple[str, bool]:
     for attempt in (1, 2):
         try:
             with transaction() as session:
@@ -38,7 +47,19 @@ def _submit(request: RewardRequest, principal: str, key: str | None) -> tuple[st
             # Two requests raced on one Idempotency-Key; the second one returns the first's job.
             if attempt == 2 or key is None:
                 raise
-    dispatch.send(submission.ladder)
+    if inline:
+        # Fast-queue work of a small waiting request runs here, sparing it a broker round trip;
+        # it is the same task body the tier.fast workers run, so state and cache are the same.
+        fast = [d for d in submission.ladder.dispatches if get_tier(d.tier).queue == "tier.fast"]
+        submission.ladder.dispatches = [d for d in submission.ladder.dispatches if d not in fast]
+        dispatch.send(submission.ladder)
+        for work in fast:
+            verify(work.tier, work.kind, work.step, list(work.item_ids))
+        if fast:
+            with transaction() as session:
+                completed = service.job_status(session, job_id) == "completed"
+    else:
+        dispatch.send(submission.ladder)
     if submission.created and submission.deadline_s and not completed:
         dispatch.schedule_deadline(job_id, submission.deadline_s)
     return job_id, completed
@@ -78,7 +99,9 @@ async def create_rewards(
             f"wait_s={request.wait_s} exceeds the limit of {settings.api.max_wait_s} s",
             hint="wait less, or poll GET /v1/jobs/{id}",
         )
-    job_id, completed = await run_in_threadpool(_submit, request, principal, idempotency_key)
+    job_id, completed = await run_in_threadpool(
+        _submit, request, principal, idempotency_key, _runs_inline(request, settings)
+    )
     if not completed and request.wait_s:
         with waiter.watch(job_id) as finished:
             # Subscribed first, then checked: a job finishing in between is not missed.

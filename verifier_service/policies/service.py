@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -76,18 +75,13 @@ def validate_document(source: str | Mapping[str, Any], fmt: str | None = None) -
 _HINT = "fix the fields named in `errors` and submit again; POST /v1/policies/validate checks"
 
 
-@lru_cache(maxsize=256)
-def _parse_stored(document_json: str) -> PolicyDocument:
-    import json
-
-    # Stored versions were fully validated when saved; tiers are not re-checked here.
-    return parse_policy(json.loads(document_json), fmt="json")
+# Stored versions are immutable and were fully validated when saved, so a parsed version can
+# be kept for the life of the process (tiers are not re-checked here).
+_VERSIONS: dict[tuple[str, int], PolicyDocument] = {}
 
 
 def resolve(session: Session, name: str, version: int | None = None) -> ResolvedPolicy:
     """The given (default: active) version of a policy, parsed (cached per version)."""
-    import json
-
     if version is None:
         policy = repository.get_policy(session, name)
         if policy is None or policy.active_version is None:
@@ -97,10 +91,13 @@ def resolve(session: Session, name: str, version: int | None = None) -> Resolved
                 hint=f"policies available: {available}; create one with POST /v1/policies",
             )
         version = policy.active_version
-    record = repository.get_version(session, name, version)
-    if record is None:
-        raise NotFoundError(f"policy {name!r} has no version {version}")
-    document = _parse_stored(json.dumps(record.document, sort_keys=True))
+    document = _VERSIONS.get((name, version))
+    if document is None:
+        record = repository.get_version(session, name, version)
+        if record is None:
+            raise NotFoundError(f"policy {name!r} has no version {version}")
+        document = parse_policy(record.document, fmt="json")
+        _VERSIONS[(name, version)] = document
     return ResolvedPolicy(name=name, version=version, document=document)
 
 

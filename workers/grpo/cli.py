@@ -45,4 +45,3 @@ def train(
         f"{summary.end_validity:.2f}\nmetrics: {summary.metrics}\nplot: {summary.plot}\n"
         f"model: {summary.model_dir}"
     )
-
