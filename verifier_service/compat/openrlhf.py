@@ -14,12 +14,9 @@ sample: pending and infra_error rewards score `missing_reward` and are flagged i
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query
-from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field, ValidationError
 
 from verifier_service.client.mappings import (
@@ -31,8 +28,7 @@ from verifier_service.client.mappings import (
 )
 from verifier_service.core.deps import CurrentPrincipal, SettingsDep, WaiterDep
 from verifier_service.core.errors import InvalidRequestError, PayloadTooLargeError
-from verifier_service.core.notify import JobWaiter
-from verifier_service.jobs.endpoints import _load, _submit
+from verifier_service.jobs.endpoints import submit_and_wait
 from verifier_service.jobs.schemas import JobOut, RewardRequest, RewardStatus
 
 router = APIRouter(tags=["compat"])
@@ -86,22 +82,6 @@ def to_items(body: OpenRLHFRequest, kind: str) -> list[dict[str, Any]]:
         )
         for query, prompt, label in zip(body.query, prompts, labels, strict=True)
     ]
-
-
-async def submit_and_wait(
-    request: RewardRequest, principal: str, idempotency_key: str | None, waiter: JobWaiter
-) -> JobOut:
-    """Store and enqueue a reward request, then wait up to its wait_s for the job to finish."""
-    job_id, completed = await run_in_threadpool(_submit, request, principal, idempotency_key)
-    if completed or not request.wait_s:
-        return await run_in_threadpool(_load, job_id)
-    with waiter.watch(job_id) as finished:
-        job = await run_in_threadpool(_load, job_id)
-        if job.status != "completed":
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(finished.wait(), timeout=request.wait_s)
-            job = await run_in_threadpool(_load, job_id)
-    return job
 
 
 def to_response(job: JobOut, missing_reward: float) -> OpenRLHFResponse:
@@ -162,5 +142,5 @@ async def openrlhf_rewards(
             f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}",
             hint="check the kind query parameter and the labels",
         ) from None
-    job = await submit_and_wait(request, principal, idempotency_key, waiter)
+    job = await submit_and_wait(request, principal, idempotency_key, waiter, settings)
     return to_response(job, missing_reward)

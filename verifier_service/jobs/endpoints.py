@@ -18,6 +18,7 @@ from verifier_service.core.errors import (
     NotFoundError,
     PayloadTooLargeError,
 )
+from verifier_service.core.notify import JobWaiter
 from verifier_service.jobs import service
 from verifier_service.jobs.schemas import JobOut, RewardRequest
 from verifier_service.ladder.costs import CostReport, job_cost
@@ -75,6 +76,29 @@ def _load(job_id: str) -> JobOut:
         return service.job_out(session, job_id)
 
 
+async def submit_and_wait(
+    request: RewardRequest,
+    principal: str,
+    idempotency_key: str | None,
+    waiter: JobWaiter,
+    settings: Settings,
+) -> JobOut:
+    """Store and enqueue a request, then wait up to its wait_s for the job; the job as it is.
+
+    Shared by every endpoint that accepts rewards (this API and the framework adapters).
+    """
+    job_id, completed = await run_in_threadpool(
+        _submit, request, principal, idempotency_key, _runs_inline(request, settings)
+    )
+    if not completed and request.wait_s:
+        with waiter.watch(job_id) as finished:
+            # Subscribed first, then checked: a job finishing in between is not missed.
+            if await run_in_threadpool(_status, job_id) != "completed":
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(finished.wait(), timeout=request.wait_s)
+    return await run_in_threadpool(_load, job_id)
+
+
 @router.post(
     "/v1/rewards",
     status_code=202,
@@ -99,18 +123,9 @@ async def create_rewards(
             f"wait_s={request.wait_s} exceeds the limit of {settings.api.max_wait_s} s",
             hint="wait less, or poll GET /v1/jobs/{id}",
         )
-    job_id, completed = await run_in_threadpool(
-        _submit, request, principal, idempotency_key, _runs_inline(request, settings)
-    )
-    if not completed and request.wait_s:
-        with waiter.watch(job_id) as finished:
-            # Subscribed first, then checked: a job finishing in between is not missed.
-            if await run_in_threadpool(_status, job_id) != "completed":
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(finished.wait(), timeout=request.wait_s)
-    job = await run_in_threadpool(_load, job_id)
+    job = await submit_and_wait(request, principal, idempotency_key, waiter, settings)
     response.status_code = 200 if job.status == "completed" else 202
-    response.headers["Location"] = f"/v1/jobs/{job_id}"
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
     return job
 
 
