@@ -129,7 +129,6 @@ def bench_docker_run(seconds: float, concurrency: int, style: str) -> dict[str, 
     client = pool_module.check_engine(settings)
     runner = pool_module._runner_source()
     items = candidates(style)
-    uid, _, gid = SANDBOX_USER.partition(":")
 
     def run_one(i: int) -> bool:
         item, ok = items[i % len(items)]
@@ -142,17 +141,7 @@ def bench_docker_run(seconds: float, concurrency: int, style: str) -> dict[str, 
             "output_limit": settings.output_limit_bytes,
         }
         api = client.api
-        host_config = api.create_host_config(
-            network_mode="none",
-            read_only=True,
-            tmpfs={"/work": f"size={settings.tmpfs_mb}m,uid={uid},gid={gid},mode=0700"},
-            mem_limit=f"{settings.default_memory_mb}m",
-            memswap_limit=f"{settings.default_memory_mb}m",
-            pids_limit=settings.pids_limit,
-            nano_cpus=int(settings.cpus * 1e9),
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-        )
+        host_config = api.create_host_config(**pool_module.isolation_options(settings))
         cid = api.create_container(
             settings.image,
             ["python3", "-I", "-c", runner, json.dumps(spec)],

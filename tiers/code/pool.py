@@ -35,6 +35,25 @@ SANDBOX_USER = "1000:1000"
 HOST_GRACE_S = 3.0
 
 
+def isolation_options(s: SandboxSettings) -> dict[str, Any]:
+    """The locked-down host config of every sandbox container (docker-py create_host_config)."""
+    uid, _, gid = SANDBOX_USER.partition(":")
+    return {
+        "network_mode": "none",
+        "read_only": True,
+        "tmpfs": {"/work": f"size={s.tmpfs_mb}m,uid={uid},gid={gid},mode=0700"},
+        "mem_limit": f"{s.default_memory_mb}m",
+        "memswap_limit": f"{s.default_memory_mb}m",
+        "pids_limit": s.pids_limit,
+        "nano_cpus": int(s.cpus * 1e9),
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "ipc_mode": "private",
+        "shm_size": f"{min(s.tmpfs_mb, 16)}m",
+        "ulimits": [{"Name": "core", "Soft": 0, "Hard": 0}],
+    }
+
+
 class SandboxUnavailableError(RuntimeError):
     """The Docker engine or the sandbox image is not usable; the message says how to fix it."""
 
@@ -184,21 +203,9 @@ class SandboxPool:
     def _create(self) -> str:
         s = self.settings
         api = self.client.api
-        uid, _, gid = SANDBOX_USER.partition(":")
+        # Output comes back over the attach, so the engine keeps no log of it.
         host_config = api.create_host_config(
-            network_mode="none",
-            read_only=True,
-            tmpfs={"/work": f"size={s.tmpfs_mb}m,uid={uid},gid={gid},mode=0700"},
-            mem_limit=f"{s.default_memory_mb}m",
-            memswap_limit=f"{s.default_memory_mb}m",
-            pids_limit=s.pids_limit,
-            nano_cpus=int(s.cpus * 1e9),
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            ipc_mode="private",
-            shm_size=f"{min(s.tmpfs_mb, 16)}m",
-            ulimits=[{"Name": "core", "Soft": 0, "Hard": 0}],
-            log_config={"Type": "none", "Config": {}},
+            **isolation_options(s), log_config={"Type": "none", "Config": {}}
         )
         # The harness is the container's PID 1, started now and waiting for its spec on stdin:
         # a candidate then costs an attach instead of an exec plus an interpreter start-up.
