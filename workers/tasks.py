@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import traceback
 from typing import Any
 
 from celery import Task
 
-from tiers.base import Verdict, VerdictStatus
-from tiers.registry import TIER_PATHS, get_tier
+from tiers.registry import TIER_PATHS
 from verifier_service.core.db import transaction
 from verifier_service.ladder.service import (
     advance_job,
     expire_job,
     prepare_tier_run,
     record_tier_run,
+    run_tier,
 )
 from workers import dispatch
 from workers.celery_app import app
@@ -36,21 +35,6 @@ def ladder_expire(job_id: str) -> None:
     dispatch.send(result)
 
 
-def _crash_verdicts(tier_name: str, exc: BaseException, n: int) -> list[Verdict]:
-    tier = get_tier(tier_name)
-    text = "".join(traceback.format_exception(exc))[-2000:]
-    return [
-        Verdict(
-            status=VerdictStatus.error,
-            reason=f"tier_crashed: {type(exc).__name__}: {exc}"[:250],
-            feedback=text,
-            tier=tier.name,
-            tier_version=tier.version,
-        )
-        for _ in range(n)
-    ]
-
-
 def verify(tier_name: str, kind: str, step: int, item_ids: list[str]) -> None:
     """Run one tier over a batch of items of one job and hand the items back to the ladder."""
     with transaction() as session:
@@ -58,14 +42,8 @@ def verify(tier_name: str, kind: str, step: int, item_ids: list[str]) -> None:
     if run is None:
         return
     keys = list(run.candidates)
-    tier = get_tier(tier_name)
     # The tier runs outside any transaction: it may take minutes and must not hold locks.
-    try:
-        verdicts = tier.verify_batch([run.candidates[k] for k in keys], run.config)
-        if len(verdicts) != len(keys):
-            raise RuntimeError(f"tier returned {len(verdicts)} verdicts for {len(keys)} items")
-    except Exception as exc:  # a bug or crash in a tier is recorded, never swallowed
-        verdicts = _crash_verdicts(tier_name, exc, len(keys))
+    verdicts = run_tier(tier_name, [run.candidates[k] for k in keys], run.config)
     with transaction() as session:
         result = record_tier_run(session, run, dict(zip(keys, verdicts, strict=True)), item_ids)
     dispatch.send(result)

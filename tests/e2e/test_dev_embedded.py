@@ -33,6 +33,10 @@ def test_dev_serves_rewards_and_shuts_down_cleanly(tmp_path: Path) -> None:
         values = [item["reward"]["value"] for item in response.json()["items"]]
         assert 0.5 < values[0] < 0.6
         assert values[1:] == [0.0, 1.0]
+        # The answer is the job as stored, timestamps included (SQLite keeps no zone).
+        stored = httpx.get(f"http://127.0.0.1:{port}{response.headers['location']}", timeout=10)
+        assert stored.json() == response.json()
+        assert stored.json()["finished_at"].endswith("Z")
     finally:
         os.killpg(dev.pid, signal.SIGINT)
         try:

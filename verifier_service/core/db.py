@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Engine, create_engine, event
+from sqlalchemy import JSON, DateTime, Dialect, Engine, TypeDecorator, create_engine, event
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 from verifier_service.settings import get_settings
@@ -19,12 +19,33 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every database.
+
+    PostgreSQL keeps the zone; SQLite has no zone type and hands back naive values, which
+    would print without their "Z" and fail comparisons with aware ones.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, _dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: store timezone-aware UTC values")
+        return value
+
+    def process_result_value(self, value: datetime | None, _dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
 class Base(DeclarativeBase):
     """Declarative base of every ORM model."""
 
     type_annotation_map = {  # noqa: RUF012 - SQLAlchemy reads this class attribute
         dict[str, Any]: JSON,
-        datetime: DateTime(timezone=True),
+        datetime: UTCDateTime(),
     }
 
 

@@ -24,7 +24,6 @@ from verifier_service.jobs.schemas import JobOut, RewardRequest
 from verifier_service.ladder.costs import CostReport, job_cost
 from verifier_service.settings import Settings
 from workers import dispatch
-from workers.tasks import verify
 
 router = APIRouter(tags=["rewards"])
 
@@ -33,14 +32,28 @@ def _runs_inline(request: RewardRequest, settings: Settings) -> bool:
     return bool(request.wait_s) and len(request.items) <= settings.api.inline_max_items
 
 
+def _fast_tier(name: str) -> bool:
+    return get_tier(name).queue == "tier.fast"
+
+
 def _submit(
     request: RewardRequest, principal: str, key: str | None, inline: bool = False
-) -> tuple[str, bool]:
+) -> tuple[str, JobOut | None]:
+    """Store and enqueue a request: its job id, and the job itself if it finished already.
+
+    Inline (small waiting requests), the fast tiers' work runs in this transaction: no broker
+    round trip, no reload. It holds the write lock for those milliseconds; slower tiers always
+    go through their queues.
+    """
     for attempt in (1, 2):
         try:
             with transaction() as session:
                 submission = service.submit(
-                    session, request, principal=principal, idempotency_key=key
+                    session,
+                    request,
+                    principal=principal,
+                    idempotency_key=key,
+                    runs_here=_fast_tier if inline else None,
                 )
                 job_id, completed = submission.job.id, submission.job.status == "completed"
             break
@@ -48,22 +61,11 @@ def _submit(
             # Two requests raced on one Idempotency-Key; the second one returns the first's job.
             if attempt == 2 or key is None:
                 raise
-    if inline:
-        # Fast-queue work of a small waiting request runs here, sparing it a broker round trip;
-        # it is the same task body the tier.fast workers run, so state and cache are the same.
-        fast = [d for d in submission.ladder.dispatches if get_tier(d.tier).queue == "tier.fast"]
-        submission.ladder.dispatches = [d for d in submission.ladder.dispatches if d not in fast]
-        dispatch.send(submission.ladder)
-        for work in fast:
-            verify(work.tier, work.kind, work.step, list(work.item_ids))
-        if fast:
-            with transaction() as session:
-                completed = service.job_status(session, job_id) == "completed"
-    else:
-        dispatch.send(submission.ladder)
+    dispatch.send(submission.ladder)
     if submission.created and submission.deadline_s and not completed:
         dispatch.schedule_deadline(job_id, submission.deadline_s)
-    return job_id, completed
+    finished = submission.out() if submission.created and completed else None
+    return job_id, finished
 
 
 def _status(job_id: str) -> str | None:
@@ -87,10 +89,12 @@ async def submit_and_wait(
 
     Shared by every endpoint that accepts rewards (this API and the framework adapters).
     """
-    job_id, completed = await run_in_threadpool(
+    job_id, finished = await run_in_threadpool(
         _submit, request, principal, idempotency_key, _runs_inline(request, settings)
     )
-    if not completed and request.wait_s:
+    if finished is not None:
+        return finished
+    if request.wait_s:
         with waiter.watch(job_id) as finished:
             # Subscribed first, then checked: a job finishing in between is not missed.
             if await run_in_threadpool(_status, job_id) != "completed":

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ from verifier_service.jobs.schemas import (
     StoredVerdict,
     Trajectory,
 )
+from verifier_service.ladder.models import VerdictRecord
 from verifier_service.ladder.repository import verdicts_for
 from verifier_service.ladder.service import LadderPass, LadderResult
 from verifier_service.policies.schemas import PolicyDocument
@@ -37,6 +39,12 @@ class Submission:
     ladder: LadderResult
     created: bool
     deadline_s: float | None
+    items: list[Item] = field(default_factory=list)
+    verdicts: dict[str, list[VerdictRecord]] = field(default_factory=dict)
+
+    def out(self) -> JobOut:
+        """The job as the API shows it, from what this transaction holds (no reload)."""
+        return job_out_of(self.job, self.items, self.verdicts)
 
 
 def _hash(value: Any) -> str:
@@ -61,9 +69,18 @@ def _check_kinds(document: PolicyDocument, request: RewardRequest) -> None:
 
 
 def submit(
-    session: Session, request: RewardRequest, *, principal: str, idempotency_key: str | None
+    session: Session,
+    request: RewardRequest,
+    *,
+    principal: str,
+    idempotency_key: str | None,
+    runs_here: Callable[[str], bool] | None = None,
 ) -> Submission:
-    """Store a job and its items and make the ladder's first pass (caller commits)."""
+    """Store a job and its items and make the ladder's first pass (caller commits).
+
+    With `runs_here`, the work of the tiers it accepts runs now, in this transaction (the
+    inline lane); the rest is in the returned ladder result, to enqueue after commit.
+    """
     request_hash = _hash(request.model_dump(mode="json", exclude={"wait_s"}))
     if idempotency_key is not None:
         existing = repository.find_by_idempotency_key(session, principal, idempotency_key)
@@ -93,27 +110,32 @@ def submit(
         n_done=0,
     )
     session.add(job)
+    stored: list[Item] = []
     leaves: list[Item] = []
     for index, entry in enumerate(request.items):
         if isinstance(entry, Trajectory):
             parent = _item(job.id, index, "trajectory", entry.model_dump(mode="json"))
-            session.add(parent)
+            stored.append(parent)
             children = [s.action.model_dump(mode="json") for s in entry.steps]
             roles = ["step"] * len(children)
             if entry.final_answer is not None:
                 children.append(entry.final_answer.model_dump(mode="json"))
                 roles.append("outcome")
             for child_index, (child, role) in enumerate(zip(children, roles, strict=True)):
-                leaf = _item(job.id, child_index, child["kind"], child, parent.id, role)
-                leaves.append(leaf)
-                session.add(leaf)
+                leaves.append(_item(job.id, child_index, child["kind"], child, parent.id, role))
+                stored.append(leaves[-1])
         else:
-            leaf = _item(job.id, index, entry.kind, entry.model_dump(mode="json"))
-            leaves.append(leaf)
-            session.add(leaf)
+            leaves.append(_item(job.id, index, entry.kind, entry.model_dump(mode="json")))
+            stored.append(leaves[-1])
+    session.add_all(stored)
     session.flush()
-    ladder = LadderPass(session, job, policy).advance(leaves)
-    return Submission(job, ladder, created=True, deadline_s=request.deadline_s)
+    ladder = LadderPass(session, job, policy)
+    ladder.new_items(leaves)
+    result = ladder.advance(leaves)
+    if runs_here is not None:
+        result = ladder.run_here(runs_here)
+    verdicts = {i.id: ladder.verdicts_of(i.id) for i in leaves}
+    return Submission(job, result, True, request.deadline_s, stored, verdicts)
 
 
 def _item(
@@ -153,7 +175,13 @@ def job_out(session: Session, job_id: str) -> JobOut:
     if job is None:
         raise NotFoundError(f"no job with id {job_id!r}")
     items = repository.items_of(session, job_id)
-    verdicts = verdicts_for(session, [i.id for i in items])
+    return job_out_of(job, items, verdicts_for(session, [i.id for i in items]))
+
+
+def job_out_of(
+    job: Job, items: Sequence[Item], verdicts: Mapping[str, Sequence[VerdictRecord]]
+) -> JobOut:
+    """A job, all its items and their verdicts as the API shows them."""
     children: dict[str, list[Item]] = defaultdict(list)
     for item in items:
         if item.parent_id is not None:

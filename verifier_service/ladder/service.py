@@ -9,10 +9,11 @@ runs inside the caller's transaction and returns the tier work to enqueue after 
 from __future__ import annotations
 
 import hashlib
+import traceback
 from collections import defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, timedelta
+from datetime import timedelta
 
 from sqlalchemy.orm import Session
 
@@ -22,7 +23,7 @@ from verifier_service.core.db import utcnow
 from verifier_service.jobs.models import Item, Job
 from verifier_service.jobs.schemas import Reward, RewardCost, RewardStatus
 from verifier_service.ladder import repository
-from verifier_service.ladder.models import VerdictRecord
+from verifier_service.ladder.models import CostLedgerEntry, VerdictRecord
 from verifier_service.policies.gates import (
     GateContext,
     GateEvaluationError,
@@ -83,6 +84,8 @@ class LadderPass:
         self._groups: dict[tuple[str, int], StepDecision | GateEvaluationError] = {}
         self._queue: deque[Item] = deque()
         self._queued: set[str] = set()
+        self._items: dict[str, Item] = {}
+        self._ledger: dict[tuple[str, int], CostLedgerEntry] = {}
 
     # ------------------------------------------------------------------ entry points
 
@@ -97,7 +100,74 @@ class LadderPass:
                 self._climb(item)
         for (tier, kind, step), ids in self._dispatch.items():
             self.result.dispatches.append(Dispatch(tier, kind, step, tuple(ids)))
+        self._dispatch.clear()
         return self.result
+
+    def new_items(self, items: Iterable[Item]) -> None:
+        """Items this transaction just created: known to have no verdicts, nothing to query."""
+        for item in items:
+            self._verdicts.setdefault(item.id, [])
+
+    def run_here(self, runs_here: Callable[[str], bool]) -> LadderResult:
+        """Run the pending work of tiers that `runs_here` accepts now, in this transaction.
+
+        The inline lane of small waiting requests: their fast-tier work (milliseconds) runs in
+        the caller's process and transaction instead of a round trip through the broker, with
+        the same verdicts, cache and ledger as a tier task. Work of other tiers stays in the
+        result, for the caller to enqueue after commit.
+        """
+        while here := [d for d in self.result.dispatches if runs_here(d.tier)]:
+            self.result.dispatches = [d for d in self.result.dispatches if d not in here]
+            for work in here:
+                items = [self._items[i] for i in work.item_ids]
+                config = dict(self.doc.ladder_for(work.kind)[work.step].config)
+                run = tier_run(self.job.id, work.tier, work.kind, work.step, config, items)
+                keys = list(run.candidates)
+                verdicts = run_tier(work.tier, [run.candidates[k] for k in keys], run.config)
+                ledger = {
+                    i.id: entry
+                    for i in items
+                    if (entry := self._ledger.get((i.id, work.step))) is not None
+                }
+                self.store(run, dict(zip(keys, verdicts, strict=True)), items, set(), ledger)
+            self.advance(i for i in self._items.values() if i.state == "climbing")
+        return self.result
+
+    def store(
+        self,
+        run: TierRun,
+        verdicts: dict[str, Verdict],
+        items: Sequence[Item],
+        already: set[str],
+        ledger: dict[str, CostLedgerEntry],
+    ) -> None:
+        """Store a tier run's verdicts (one per cache key) on its items and fill the cache."""
+        first_for_key: set[str] = set()
+        for key, verdict in verdicts.items():
+            if verdict.status in (VerdictStatus.passed, VerdictStatus.failed):
+                repository.put_cache(self.session, key, verdict)
+        for item in items:
+            if item.id in already:  # a redelivered task: the verdict is stored, just move on
+                item.state, item.step = "climbing", run.step + 1
+                continue
+            item_key = run.keys.get(item.id)
+            if item_key is None or item_key not in verdicts:
+                continue
+            verdict = verdicts[item_key]
+            entry = ledger.get(item.id)
+            if item_key in first_for_key:  # a duplicate in this batch rides on the first's work
+                verdict = verdict.model_copy(update={"cached": True})
+                if entry is not None:
+                    entry.cached, entry.cost_units = True, 0.0
+            else:
+                first_for_key.add(item_key)
+                if entry is not None:
+                    entry.cpu_s, entry.wall_s = verdict.cost.cpu_s, verdict.cost.wall_s
+            self.record(item, run.step, verdict, item_key)
+
+    def verdicts_of(self, item_id: str) -> list[VerdictRecord]:
+        """The verdicts this pass knows of an item (all of them, for items it created)."""
+        return self._verdicts.get(item_id, [])
 
     def expire(self, items: Iterable[Item]) -> LadderResult:
         """At the job's deadline: finish every open item with what it has."""
@@ -116,6 +186,7 @@ class LadderPass:
     # ------------------------------------------------------------------ climbing
 
     def _enqueue(self, item: Item) -> None:
+        self._items[item.id] = item
         if item.id not in self._queued:
             self._queued.add(item.id)
             self._queue.append(item)
@@ -145,11 +216,7 @@ class LadderPass:
 
     def _deadline_passed(self) -> bool:
         deadline = self.job.deadline_at
-        if deadline is None:
-            return False
-        if deadline.tzinfo is None:  # SQLite hands back naive datetimes
-            deadline = deadline.replace(tzinfo=UTC)
-        return self.now >= deadline
+        return deadline is not None and self.now >= deadline
 
     def _climb(self, item: Item) -> None:
         ladder = self.doc.ladder_for(item.kind)
@@ -250,7 +317,7 @@ class LadderPass:
     # ------------------------------------------------------------------ budgets and cost
 
     def _charge(self, item: Item, tier: str, units: float, *, cached: bool, audit: bool) -> None:
-        repository.charge(
+        self._ledger[(item.id, item.step)] = repository.charge(
             self.session,
             job_id=self.job.id,
             item_id=item.id,
@@ -462,6 +529,52 @@ class TierRun:
     candidates: dict[str, Candidate] = field(default_factory=dict)  # cache key -> candidate
 
 
+def tier_run(
+    job_id: str,
+    tier_name: str,
+    kind: str,
+    step: int,
+    config: dict[str, object],
+    items: Sequence[Item],
+) -> TierRun:
+    """The unique candidates of some items by cache key, and which item gets which verdict."""
+    tier = get_tier(tier_name)
+    run = TierRun(job_id, tier_name, kind, step, config)
+    for item in items:
+        candidate = candidate_of(item)
+        key = cache_key(tier.name, tier.version, config, tier.canonical_payload(candidate))
+        run.keys[item.id] = key
+        run.candidates.setdefault(key, candidate)
+    return run
+
+
+def run_tier(
+    tier_name: str, candidates: Sequence[Candidate], config: dict[str, object]
+) -> list[Verdict]:
+    """A tier's verdicts on candidates. A crash in the tier becomes error verdicts with its
+    traceback (recorded, never swallowed), so the items finish as infra_error, not lost."""
+    tier = get_tier(tier_name)
+    try:
+        verdicts = tier.verify_batch(list(candidates), config)
+        if len(verdicts) != len(candidates):
+            raise RuntimeError(
+                f"tier returned {len(verdicts)} verdicts for {len(candidates)} items"
+            )
+        return verdicts
+    except Exception as exc:
+        text = "".join(traceback.format_exception(exc))[-2000:]
+        return [
+            Verdict(
+                status=VerdictStatus.error,
+                reason=f"tier_crashed: {type(exc).__name__}: {exc}"[:250],
+                feedback=text,
+                tier=tier.name,
+                tier_version=tier.version,
+            )
+            for _ in candidates
+        ]
+
+
 def prepare_tier_run(
     session: Session, tier_name: str, kind: str, step: int, item_ids: Sequence[str]
 ) -> TierRun | None:
@@ -476,18 +589,9 @@ def prepare_tier_run(
     job = session.get(Job, items[0].job_id)
     assert job is not None
     policy = resolve(session, job.policy_name, job.policy_version)
-    ladder_step = policy.document.ladder_for(kind)[step]
-    tier = get_tier(tier_name)
-    run = TierRun(job.id, tier_name, kind, step, dict(ladder_step.config))
+    config = dict(policy.document.ladder_for(kind)[step].config)
     done = repository.existing_verdict_steps(session, [i.id for i in items], step)
-    for item in items:
-        if item.id in done:
-            continue
-        candidate = candidate_of(item)
-        key = cache_key(tier.name, tier.version, run.config, tier.canonical_payload(candidate))
-        run.keys[item.id] = key
-        run.candidates.setdefault(key, candidate)
-    return run
+    return tier_run(job.id, tier_name, kind, step, config, [i for i in items if i.id not in done])
 
 
 def record_tier_run(
@@ -507,28 +611,7 @@ def record_tier_run(
     ledger = {
         e.item_id: e for e in repository.ledger_entries(session, [i.id for i in items], run.step)
     }
-    first_for_key: set[str] = set()
-    for key, verdict in verdicts.items():
-        if verdict.status in (VerdictStatus.passed, VerdictStatus.failed):
-            repository.put_cache(session, key, verdict)
-    for item in items:
-        if item.id in already:  # a redelivered task: the verdict is stored, just move on
-            item.state, item.step = "climbing", run.step + 1
-            continue
-        item_key = run.keys.get(item.id)
-        if item_key is None or item_key not in verdicts:
-            continue
-        verdict = verdicts[item_key]
-        entry = ledger.get(item.id)
-        if item_key in first_for_key:  # a duplicate in this batch rides on the first's work
-            verdict = verdict.model_copy(update={"cached": True})
-            if entry is not None:
-                entry.cached, entry.cost_units = True, 0.0
-        else:
-            first_for_key.add(item_key)
-            if entry is not None:
-                entry.cpu_s, entry.wall_s = verdict.cost.cpu_s, verdict.cost.wall_s
-        ladder.record(item, run.step, verdict, item_key)
+    ladder.store(run, verdicts, items, already, ledger)
     return ladder.advance(i for i in items if i.state == "climbing")
 
 
