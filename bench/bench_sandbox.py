@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import threading
 import time
@@ -127,6 +128,7 @@ def bench_docker_run(seconds: float, concurrency: int, style: str) -> dict[str, 
     """The same harness and limits, but a new `docker run` (create, start, wait, rm) each time."""
     settings = get_settings().sandbox
     client = pool_module.check_engine(settings)
+    runtime = settings.runtime  # resolved once in main(), so both modes use the same one
     runner = pool_module._runner_source()
     items = candidates(style)
 
@@ -141,7 +143,7 @@ def bench_docker_run(seconds: float, concurrency: int, style: str) -> dict[str, 
             "output_limit": settings.output_limit_bytes,
         }
         api = client.api
-        host_config = api.create_host_config(**pool_module.isolation_options(settings))
+        host_config = api.create_host_config(**pool_module.isolation_options(settings, runtime))
         cid = api.create_container(
             settings.image,
             ["python3", "-I", "-c", runner, json.dumps(spec)],
@@ -195,17 +197,29 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4, help="candidates in flight")
     parser.add_argument("--pool-size", type=int, default=4, help="warm containers kept ready")
     parser.add_argument("--style", choices=["script", "pytest"], default="script")
+    parser.add_argument(
+        "--runtime", default=None, help="OCI runtime for every mode; default: the setting (auto)"
+    )
     args = parser.parse_args()
 
     settings = get_settings()
-    settings.sandbox = settings.sandbox.model_copy(
+    sandbox = settings.sandbox.model_copy(
         update={"pool_size": args.pool_size, "concurrency": args.concurrency}
     )
+    if args.runtime:
+        sandbox.runtime = args.runtime
+    # Resolve "auto" once: the pool and the docker-run baseline then name the same runtime.
+    sandbox.runtime = pool_module.resolve_runtime(sandbox, pool_module.check_engine(sandbox))
+    settings.sandbox = sandbox
     results: dict[str, Any] = {
+        "runtime": sandbox.runtime,
         "style": args.style,
         "concurrency": args.concurrency,
         "pool_size": args.pool_size,
     }
+    print(f"runtime {sandbox.runtime}, {args.style} tests, concurrency {args.concurrency}, "
+          f"pool size {args.pool_size}, {args.seconds:g} s per mode, {os.cpu_count()} CPUs",
+          flush=True)  # fmt: skip
     if args.mode in ("pool", "both", "all"):
         results["pool"] = bench_pool(args.seconds, args.concurrency, args.style)
         print("pool      ", json.dumps(results["pool"]), flush=True)
@@ -215,6 +229,14 @@ def main() -> None:
     if args.mode in ("lifecycle", "all"):
         results["lifecycle_only"] = bench_lifecycle(args.seconds, args.concurrency)
         print("lifecycle ", json.dumps(results["lifecycle_only"]), flush=True)
+    if "pool" in results and "docker_run" in results:
+        pool, run = results["pool"], results["docker_run"]
+        results["pool_vs_docker_run"] = {
+            "execs_per_s": round(pool["execs_per_s"] / run["execs_per_s"], 2),
+            "p50": round(pool["p50_s"] / run["p50_s"], 2),
+            "p95": round(pool["p95_s"] / run["p95_s"], 2),
+        }
+        print("pool / docker run", json.dumps(results["pool_vs_docker_run"]), flush=True)
     print(json.dumps(results))
 
 

@@ -59,6 +59,13 @@ class SandboxSettings(BaseModel):
         default="verifier-sandbox:latest", description="Image the sandbox runs code in."
     )
     pool_size: int = Field(default=4, description="Pre-started containers kept warm.")
+    runtime: str = Field(
+        default="auto",
+        description="OCI runtime of the sandbox containers: `auto` takes crun when the engine "
+        "has it registered and it runs a locked-down container (cheaper start-up than runc), "
+        "else the engine's default runtime (runc); or the name of a runtime registered with the "
+        "engine (daemon.json `runtimes`), checked at worker start-up.",
+    )
     docker_url: str | None = Field(
         default=None, description="Docker engine URL; default: the environment's (DOCKER_HOST)."
     )

@@ -33,12 +33,16 @@ SANDBOX_USER = "1000:1000"
 # Extra wall-clock the host allows past the candidate's own limit before it kills the
 # container: harness start-up, writing files, reporting.
 HOST_GRACE_S = 3.0
+# Taken by runtime "auto" when the engine has it: a C runtime, it starts and deletes a
+# container with less CPU than runc (Go), which is what bounds throughput on a small machine.
+PREFERRED_RUNTIME = "crun"
 
 
-def isolation_options(s: SandboxSettings) -> dict[str, Any]:
+def isolation_options(s: SandboxSettings, runtime: str) -> dict[str, Any]:
     """The locked-down host config of every sandbox container (docker-py create_host_config)."""
     uid, _, gid = SANDBOX_USER.partition(":")
     return {
+        "runtime": runtime,
         "network_mode": "none",
         "read_only": True,
         "tmpfs": {"/work": f"size={s.tmpfs_mb}m,uid={uid},gid={gid},mode=0700"},
@@ -133,7 +137,7 @@ def check_engine(settings: SandboxSettings, client: Any | None = None) -> Any:
     """Return a client after checking the engine answers and the image exists."""
     import docker.errors
 
-    where = settings.docker_url or "the default socket (DOCKER_HOST or /var/run/docker.sock)"
+    where = _where(settings)
     try:
         client = client or make_client(settings)
         client.ping()
@@ -153,6 +157,85 @@ def check_engine(settings: SandboxSettings, client: Any | None = None) -> Any:
     except docker.errors.DockerException as exc:
         raise SandboxUnavailableError(f"cannot inspect image {settings.image!r}: {exc}") from exc
     return client
+
+
+def _where(settings: SandboxSettings) -> str:
+    return settings.docker_url or "the default socket (DOCKER_HOST or /var/run/docker.sock)"
+
+
+def _probe_runtime(settings: SandboxSettings, client: Any, runtime: str) -> str | None:
+    """Run `true` in a locked-down container under `runtime`; None if it worked, else why not."""
+    api = client.api
+    cid: str | None = None
+    try:
+        host_config = api.create_host_config(
+            **isolation_options(settings, runtime), log_config={"Type": "none", "Config": {}}
+        )
+        cid = api.create_container(
+            settings.image,
+            command=["true"],
+            user=SANDBOX_USER,
+            network_disabled=True,
+            labels={LABEL: "1", OWNER_LABEL: _owner_tag()},
+            host_config=host_config,
+        )["Id"]
+        api.start(cid)
+        status = api.wait(cid, timeout=30).get("StatusCode")
+        return None if status == 0 else f"the probe container exited with status {status}"
+    except Exception as exc:  # engine errors come as many kinds; each is a reason here
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        if cid is not None:
+            try:
+                api.remove_container(cid, force=True)
+            except Exception:
+                logger.warning("could not remove runtime probe container %s", cid[:12])
+
+
+def resolve_runtime(settings: SandboxSettings, client: Any) -> str:
+    """The OCI runtime sandbox containers run under (settings.runtime checked on the engine).
+
+    `auto` takes crun when the engine has it and a locked-down container runs under it, else
+    the engine's default runtime. A named runtime must be registered with the engine and run
+    the probe container, or this raises SandboxUnavailableError saying how to fix it.
+    """
+    try:
+        info = client.info()
+    except Exception as exc:
+        raise SandboxUnavailableError(
+            f"cannot ask the Docker engine at {_where(settings)} for its runtimes: {exc}"
+        ) from exc
+    registered = sorted(info.get("Runtimes") or {})
+    default = str(info.get("DefaultRuntime") or "runc")
+    wanted = settings.runtime
+    if wanted == "auto":
+        if PREFERRED_RUNTIME in registered and PREFERRED_RUNTIME != default:
+            problem = _probe_runtime(settings, client, PREFERRED_RUNTIME)
+            if problem is None:
+                return PREFERRED_RUNTIME
+            logger.warning(
+                "sandbox runtime auto: the engine has %s but it cannot run a sandbox container "
+                "(%s); using the engine's default runtime %s",
+                PREFERRED_RUNTIME,
+                problem,
+                default,
+            )
+        return default
+    if wanted not in registered:
+        raise SandboxUnavailableError(
+            f"OCI runtime {wanted!r} (sandbox.runtime) is not registered with the Docker engine "
+            f"at {_where(settings)}; it has: {', '.join(registered) or 'none'}. Register it in "
+            "the engine's daemon.json `runtimes` (`bash .ci/install-docker.sh` does so for "
+            "crun) or set VERIFIER_SANDBOX__RUNTIME=auto."
+        )
+    problem = _probe_runtime(settings, client, wanted)
+    if problem is not None:
+        raise SandboxUnavailableError(
+            f"OCI runtime {wanted!r} (sandbox.runtime) cannot run a sandbox container on the "
+            f"Docker engine at {_where(settings)}: {problem}. Fix the runtime's setup or set "
+            "VERIFIER_SANDBOX__RUNTIME=auto."
+        )
+    return wanted
 
 
 def remove_stale_containers(client: Any) -> int:
@@ -177,6 +260,7 @@ class SandboxPool:
     def __init__(self, settings: SandboxSettings, client: Any | None = None) -> None:
         self.settings = settings
         self.client = check_engine(settings, client)
+        self.runtime = resolve_runtime(settings, self.client)
         self.pid = os.getpid()
         self.owner = _owner_tag()
         self._runner = _runner_source()
@@ -205,7 +289,7 @@ class SandboxPool:
         api = self.client.api
         # Output comes back over the attach, so the engine keeps no log of it.
         host_config = api.create_host_config(
-            **isolation_options(s), log_config={"Type": "none", "Config": {}}
+            **isolation_options(s, self.runtime), log_config={"Type": "none", "Config": {}}
         )
         # The harness is the container's PID 1, started now and waiting for its spec on stdin:
         # a candidate then costs an attach instead of an exec plus an interpreter start-up.
@@ -500,8 +584,10 @@ def shutdown_pool() -> None:
 atexit.register(shutdown_pool)
 
 
-def startup_check() -> None:
-    """Fail fast at worker start-up: engine reachable, image present; clear stale containers."""
+def startup_check() -> str:
+    """Fail fast at worker start-up: engine reachable, image present, the runtime runs a
+    sandbox container; clear stale containers. Returns the runtime containers will use."""
     settings = get_settings().sandbox
     client = check_engine(settings)
     remove_stale_containers(client)
+    return resolve_runtime(settings, client)

@@ -18,11 +18,12 @@ from tiers.code.pool import (
     SandboxPool,
     SandboxUnavailableError,
     check_engine,
+    resolve_runtime,
     startup_check,
 )
 from tiers.code.sandbox import SandboxTier
 from verifier_service.sandbox.cli import sandbox_app
-from verifier_service.settings import SandboxSettings
+from verifier_service.settings import SandboxSettings, get_settings
 
 
 def labelled(client: Any, owner: str) -> list[dict[str, Any]]:
@@ -54,6 +55,7 @@ def test_pool_keeps_warm_locked_down_containers_and_removes_all_on_shutdown(
         assert host["NanoCpus"] == int(sandbox_settings.cpus * 1e9)
         assert f"size={sandbox_settings.tmpfs_mb}m" in host["Tmpfs"]["/work"]
         assert config["Config"]["User"] == "1000:1000"
+        assert host["Runtime"] == pool.runtime
     finally:
         pool.shutdown()
     assert labelled(docker_client, pool.owner) == []
@@ -83,6 +85,47 @@ def test_unreachable_engine_is_a_clear_startup_error(sandbox_settings: SandboxSe
     settings = sandbox_settings.model_copy(update={"docker_url": "unix:///nonexistent/docker.sock"})
     with pytest.raises(SandboxUnavailableError, match="not reachable at unix:///nonexistent"):
         check_engine(settings)
+
+
+def test_runtime_auto_prefers_crun_and_a_named_runtime_is_used(
+    sandbox_settings: SandboxSettings, docker_client: Any
+) -> None:
+    info = docker_client.info()
+    auto = resolve_runtime(sandbox_settings.model_copy(update={"runtime": "auto"}), docker_client)
+    # .ci/install-docker.sh registers crun only where it can run containers.
+    assert auto == ("crun" if "crun" in info["Runtimes"] else info["DefaultRuntime"])
+    named = sandbox_settings.model_copy(update={"runtime": "runc", "pool_size": 1})
+    assert resolve_runtime(named, docker_client) == "runc"
+    pool = SandboxPool(named)
+    try:
+        deadline = time.monotonic() + 20
+        while pool.ready_count() < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for cid in pool.owned():
+            assert docker_client.api.inspect_container(cid)["HostConfig"]["Runtime"] == "runc"
+        outcome = pool.run(
+            {"mode": "run", "code": "print('hi')", "tests": "", "timeout_s": 5.0,
+             "output_cap": 1024, "output_limit": 4096},
+            5.0,
+            sandbox_settings.default_memory_mb,
+        )  # fmt: skip
+        assert outcome.report is not None
+        assert outcome.report["run"]["stdout"] == "hi\n"
+    finally:
+        pool.shutdown()
+
+
+def test_runtime_missing_from_the_engine_stops_worker_startup(
+    sandbox_settings: SandboxSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = sandbox_settings.model_copy(update={"runtime": "no-such-runtime"})
+    monkeypatch.setattr(get_settings(), "sandbox", missing)
+    with pytest.raises(SandboxUnavailableError) as raised:
+        startup_check()
+    message = str(raised.value)
+    assert "'no-such-runtime' (sandbox.runtime) is not registered" in message
+    assert "runc" in message  # what the engine does have
+    assert "VERIFIER_SANDBOX__RUNTIME=auto" in message
 
 
 def test_batch_runs_concurrently_and_keeps_order(tier: SandboxTier, sandbox_pool: Any) -> None:
