@@ -12,16 +12,77 @@ it enforces its own deadline and output cap, and removes the container afterward
 
 from __future__ import annotations
 
-import base64
+import binascii
 import errno
-import json
 import os
 import resource
-import selectors
-import signal
+import select
 import sys
 import time
-from typing import Any
+
+# Every candidate pays for this interpreter's start-up, so the harness imports only C modules:
+# `signal` would pull in enum, `base64` and `json` re, `selectors` collections, `typing` itself
+# (together about 25 ms of CPU per candidate, on a budget of some 150).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+    from collections.abc import Callable
+    from typing import Any
+else:
+    import _signal as signal
+
+
+def _json_codec() -> tuple[Callable[[str], Any], Callable[[Any], str]]:
+    """(loads, dumps) on json's C accelerator, without importing json (and so re).
+
+    Falls back to the json module where the accelerator is missing or differs. loads raises
+    ValueError for anything that is not one well-formed JSON value.
+    """
+    try:
+        import _json
+
+        class _Context:
+            strict = True
+            object_hook = None
+            object_pairs_hook = None
+            parse_float = float
+            parse_int = int
+            parse_constant = float  # NaN, Infinity, -Infinity
+
+        scan = _json.make_scanner(_Context())  # type: ignore[arg-type]  # duck-typed context
+
+        def _no_default(obj: object) -> object:
+            raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+        encode = _json.make_encoder(
+            {}, _no_default, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True
+        )
+
+        def loads(text: str) -> Any:
+            text = text.strip(" \t\n\r")
+            try:
+                value, end = scan(text, 0)
+            except (StopIteration, RecursionError) as exc:
+                raise ValueError(f"not JSON: {text[:40]!r}") from exc
+            if end != len(text):
+                raise ValueError(f"extra data after the JSON value at {end}")
+            return value
+
+        def dumps(obj: Any) -> str:
+            return "".join(encode(obj, 0))
+
+        if loads(dumps({"a": [1, 2.5, None, True, "\u00e9"]})) == {
+            "a": [1, 2.5, None, True, "\u00e9"]
+        }:
+            return loads, dumps
+    except (ImportError, AttributeError, TypeError, ValueError):
+        pass
+    import json
+
+    return json.loads, json.dumps
+
+
+json_loads, json_dumps = _json_codec()
 
 WORK = "/work"
 HARNESS_DIR = "/work/.vs"
@@ -31,22 +92,25 @@ TRACEBACK_CHARS = 4000
 # Runs assert-style test scripts: the solution and the tests share one namespace (as when they
 # are concatenated into one file), and each top-level `assert` is one test.
 SCRIPT_HARNESS = r"""
-import ast, json, os, sys, traceback, types
+import _ast, os, sys
 
 _out = os.fdopen(int(os.environ.pop("VS_RESULT_FD")), "w", buffering=1)
-_emit = lambda obj: (_out.write(json.dumps(obj) + "\n"), _out.flush())
+_emit = lambda obj: (_out.write(_json_dumps(obj) + "\n"), _out.flush())
 
 def _describe(exc):
+    import traceback  # only on failure: it costs an import of re and tokenize
+
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next)
     return {"traceback": "".join(lines)[-@TB@:], "exc": type(exc).__name__,
             "errno": getattr(exc, "errno", None)}
 
 tests_src = open("/work/tests.py").read()
-tree = ast.parse(tests_src, "tests.py")
-asserts = [n for n in tree.body if isinstance(n, ast.Assert)]
+# _ast, not ast: the same tree without ast.py's import of enum.
+tree = compile(tests_src, "tests.py", "exec", _ast.PyCF_ONLY_AST)
+asserts = [n for n in tree.body if isinstance(n, _ast.Assert)]
 names = ["line_%d" % n.lineno for n in asserts] or ["script"]
 _emit({"event": "collected", "tests": names})
-module = types.ModuleType("__main__")
+module = type(sys)("__main__")
 module.__file__ = "/work/solution.py"
 sys.modules["__main__"] = module
 sys.path.insert(0, "/work")
@@ -65,17 +129,17 @@ _failures = 0
 for node in tree.body:
     name = "line_%d" % node.lineno
     if failed_at is not None:
-        if isinstance(node, ast.Assert):
+        if isinstance(node, _ast.Assert):
             _emit({"event": "result", "name": name, "outcome": "failed",
                    "message": "not run: " + failed_at})
         continue
     try:
-        exec(compile(ast.Module(body=[node], type_ignores=[]), "tests.py", "exec"),
+        exec(compile(_ast.Module(body=[node], type_ignores=[]), "tests.py", "exec"),
              module.__dict__)
     except BaseException as exc:
         info = _describe(exc)
         _failures += 1
-        if isinstance(node, ast.Assert):
+        if isinstance(node, _ast.Assert):
             _emit(dict(info, event="result", name=name, outcome="failed"))
         else:
             # A statement that is not a test failed: the remaining tests cannot run.
@@ -83,7 +147,7 @@ for node in tree.body:
             _emit(dict(info, event="result", name=name + "_setup" if asserts else "script",
                        outcome="failed", extra=bool(asserts)))
     else:
-        if isinstance(node, ast.Assert):
+        if isinstance(node, _ast.Assert):
             _emit({"event": "result", "name": name, "outcome": "passed"})
 if not asserts and failed_at is None:
     _emit({"event": "result", "name": "script", "outcome": "passed"})
@@ -258,7 +322,8 @@ def _spawn(
         sys.stdout.reconfigure(write_through=True)  # type: ignore[union-attr]
         sys.stderr.reconfigure(write_through=True)  # type: ignore[union-attr]
         try:
-            exec(compile(source or "", "<harness>", "exec"), {"__name__": "__harness__"})
+            harness_globals = {"__name__": "__harness__", "_json_dumps": json_dumps}
+            exec(compile(source or "", "<harness>", "exec"), harness_globals)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
@@ -304,12 +369,12 @@ def _run_child(
                 status = os.waitstatus_to_exitcode(raw)
         return status
 
-    sel = selectors.DefaultSelector()
+    poller = select.poll()
     streams = {out_r: "stdout", err_r: "stderr", result_r: "events"}
     for fd in streams:
         os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ)
-    sel.register(wake_r, selectors.EVENT_READ)
+        poller.register(fd, select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
     kept = {"stdout": bytearray(), "stderr": bytearray(), "events": bytearray()}
     totals = {"stdout": 0, "stderr": 0, "events": 0}
     timed_out = output_exceeded = False
@@ -327,7 +392,7 @@ def _run_child(
             except OSError:
                 data = b""
             if not data:
-                sel.unregister(fd)
+                poller.unregister(fd)
                 open_fds.discard(fd)
                 return
             totals[name] += len(data)
@@ -345,14 +410,14 @@ def _run_child(
         if remaining <= 0:
             timed_out = True
             break
-        for key, _ in sel.select(remaining):
-            if key.fd == wake_r:
+        for fd, _ in poller.poll(remaining * 1000):
+            if fd == wake_r:
                 try:
                     os.read(wake_r, 4096)
                 except BlockingIOError:
                     pass
-            elif key.fd in open_fds:
-                pump(key.fd)
+            elif fd in open_fds:
+                pump(fd)
     elapsed = time.monotonic() - started
     if timed_out or output_exceeded:
         try:
@@ -375,18 +440,17 @@ def _run_child(
         status = os.waitstatus_to_exitcode(raw)
     drain_deadline = time.monotonic() + 0.5
     while open_fds and not output_exceeded and time.monotonic() < drain_deadline:
-        for key, _ in sel.select(0.05):
-            if key.fd in open_fds:
-                pump(key.fd)
+        for fd, _ in poller.poll(50):
+            if fd in open_fds:
+                pump(fd)
     signal.set_wakeup_fd(old_wakeup)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    sel.close()
     for fd in (result_r, out_r, err_r, wake_r, wake_w):
         os.close(fd)
     events = []
     for line in bytes(kept["events"]).splitlines():
         try:
-            event = json.loads(line)
+            event = json_loads(line.decode())
         except ValueError:
             continue
         if isinstance(event, dict):
@@ -425,7 +489,7 @@ def _safe_path(rel: str) -> str:
 
 
 def main() -> None:
-    spec = json.loads("".join(sys.argv[1:]) or sys.stdin.read())
+    spec = json_loads("".join(sys.argv[1:]) or sys.stdin.read())
     cap = int(spec["output_cap"])
     limit = int(spec["output_limit"])
     timeout_s = float(spec["timeout_s"])
@@ -453,7 +517,7 @@ def main() -> None:
             return
 
     for rel, content in (spec.get("files") or {}).items():
-        _write(_safe_path(rel), base64.b64decode(content or ""))
+        _write(_safe_path(rel), binascii.a2b_base64(content or ""))
     _write(WORK + "/solution.py", spec["code"])
     stdin_path = None
     if spec.get("stdin"):
@@ -484,7 +548,7 @@ def main() -> None:
         except (OSError, ValueError):
             continue
         if len(data) <= cap:
-            fetched[rel] = base64.b64encode(data).decode()
+            fetched[rel] = binascii.b2a_base64(data, newline=False).decode()
     report["files"] = fetched
     _finish(report, oom0, pids0, cpu0)
 
@@ -494,7 +558,7 @@ def _finish(report: dict[str, Any], oom0: int, pids0: int, cpu0: resource.struct
     report["pids_max_hits"] = _pids_max_hits() - pids0
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     report["cpu_s"] = round(cpu.ru_utime + cpu.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 4)
-    sys.stdout.write(json.dumps(report))
+    sys.stdout.write(json_dumps(report))
     sys.stdout.flush()
 
 
@@ -505,6 +569,6 @@ if __name__ == "__main__":
         main()
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EAGAIN, errno.ENOMEM):
-            sys.stdout.write(json.dumps({"harness": "resource", "error": str(exc)}))
+            sys.stdout.write(json_dumps({"harness": "resource", "error": str(exc)}))
         else:
             raise
