@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import structlog
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -106,6 +109,18 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _sweep_outbox(every_s: float, grace_s: float) -> None:
+    """Send ladder work that was committed but never reached the broker, forever."""
+    from workers.dispatch import sweep
+
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            await run_in_threadpool(sweep, grace_s)
+        except Exception:  # the database may be away for a moment; try again next round
+            log.exception("outbox sweep failed")
+
+
 def create_app(*, check_migrations: bool = True) -> FastAPI:
     settings = get_settings()
 
@@ -115,7 +130,16 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
             ensure_migrated(get_engine())
         app.state.waiter = JobWaiter(settings.broker_url)
         await app.state.waiter.start()
+        sweeper = None
+        if settings.api.outbox_sweep_s > 0:
+            sweeper = asyncio.create_task(
+                _sweep_outbox(settings.api.outbox_sweep_s, settings.api.outbox_grace_s)
+            )
         yield
+        if sweeper is not None:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
         await app.state.waiter.stop()
 
     app = FastAPI(

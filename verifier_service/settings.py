@@ -50,6 +50,16 @@ class ApiSettings(BaseModel):
         "instead of a Celery round trip; slower tiers always go through their queues. "
         "0 turns this off.",
     )
+    outbox_sweep_s: float = Field(
+        default=5.0,
+        description="How often the API sends ladder work that was stored but not handed to the "
+        "broker (the broker was down, or a process died right after its commit). 0 turns the "
+        "sweeper off.",
+    )
+    outbox_grace_s: float = Field(
+        default=10.0,
+        description="Age after which an unsent outbox message is the sweeper's to send.",
+    )
 
 
 class SandboxSettings(BaseModel):

@@ -18,10 +18,11 @@ def make_celery(settings: Settings | None = None) -> Celery:
     app = Celery("verifier_service", include=["workers.tasks"])
     app.conf.update(
         broker_url=settings.broker_url,
-        result_backend=settings.broker_url,
-        result_expires=3600,
+        # Results live in the database; no result backend (its Redis subscription per sent
+        # task cost a round trip each, and a broker outage left it broken for good).
+        result_backend=None,
+        task_ignore_result=True,
         task_serializer="json",
-        result_serializer="json",
         accept_content=["json"],
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -37,9 +38,6 @@ def make_celery(settings: Settings | None = None) -> Celery:
             "visibility_timeout": settings.worker.visibility_timeout_s,
             # Check for work of dead workers every few polls instead of every 10th.
             "unacked_restore_throttle": 1,
-        },
-        result_backend_transport_options={
-            "visibility_timeout": settings.worker.visibility_timeout_s
         },
     )
     return app

@@ -1,12 +1,29 @@
-"""Sending ladder work to Celery, always after the commit that made its rows visible."""
+"""Sending ladder work to Celery: staged in the outbox with the rows that need it, sent after
+the commit that made those rows visible, swept up later if sending failed."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import structlog
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
+from sqlalchemy.orm import Session
+
 from tiers.registry import get_tier
+from verifier_service.core import outbox
+from verifier_service.core.db import transaction, utcnow
 from verifier_service.core.notify import publish_job_finished
+from verifier_service.core.outbox import OutboxMessage
 from verifier_service.ladder.service import LadderResult
 from verifier_service.settings import get_settings
 from workers.celery_app import app
+
+log = structlog.get_logger(__name__)
+
+#: What a broker that cannot be reached raises (Celery wraps some of it in OperationalError).
+BROKER_ERRORS = (OperationalError, RedisError, OSError)
 
 
 def tier_task_name(tier: str) -> str:
@@ -14,15 +31,84 @@ def tier_task_name(tier: str) -> str:
     return f"tier.{tier.replace('.', '_')}.verify"
 
 
-def send(result: LadderResult) -> None:
-    for dispatch in result.dispatches:
-        app.send_task(
-            tier_task_name(dispatch.tier),
-            args=[dispatch.kind, dispatch.step, list(dispatch.item_ids)],
-            queue=get_tier(dispatch.tier).queue,
+@dataclass
+class Outgoing:
+    """Messages staged in a transaction, and the jobs it finished, for after its commit."""
+
+    messages: list[OutboxMessage] = field(default_factory=list)
+    finished_jobs: set[str] = field(default_factory=set)
+
+
+def stage(
+    session: Session, result: LadderResult, *, deadline: tuple[str, float] | None = None
+) -> Outgoing:
+    """Write the tier tasks of a ladder pass (and a job's deadline) into the outbox."""
+    messages = [
+        OutboxMessage(
+            task=tier_task_name(work.tier),
+            args=[work.kind, work.step, list(work.item_ids)],
+            queue=get_tier(work.tier).queue,
+            eta=None,
+            created_at=utcnow(),
         )
-    publish_job_finished(get_settings().broker_url, result.finished_jobs)
+        for work in result.dispatches
+    ]
+    if deadline is not None:
+        job_id, seconds = deadline
+        messages.append(
+            OutboxMessage(
+                task="ladder.expire",
+                args=[job_id],
+                queue="ladder",
+                eta=utcnow() + timedelta(seconds=seconds),
+                created_at=utcnow(),
+            )
+        )
+    outbox.stage(session, messages)
+    return Outgoing(messages, set(result.finished_jobs))
 
 
-def schedule_deadline(job_id: str, deadline_s: float) -> None:
-    app.send_task("ladder.expire", args=[job_id], countdown=deadline_s, queue="ladder")
+def _send(messages: list[OutboxMessage]) -> list[str]:
+    """Send messages in order until the broker fails; the ids of those sent."""
+    sent: list[str] = []
+    try:
+        for message in messages:
+            app.send_task(message.task, args=message.args, queue=message.queue, eta=message.eta)
+            sent.append(message.id)
+    except BROKER_ERRORS as exc:
+        log.warning(
+            "broker unavailable; messages stay in the outbox for the sweeper",
+            error=f"{type(exc).__name__}: {exc}",
+            unsent=len(messages) - len(sent),
+        )
+    return sent
+
+
+def deliver(outgoing: Outgoing) -> None:
+    """After commit: send the staged messages, drop them from the outbox, and wake waiters.
+
+    A broker failure is logged, not raised: the rows are committed, and the sweeper sends
+    them when the broker is back.
+    """
+    if outgoing.messages:
+        sent = _send(outgoing.messages)
+        if sent:
+            with transaction() as session:
+                outbox.forget(session, sent)
+    if outgoing.finished_jobs:
+        try:
+            publish_job_finished(get_settings().broker_url, outgoing.finished_jobs)
+        except BROKER_ERRORS as exc:  # waiters fall back to their timeout and a reload
+            log.warning("could not publish finished jobs", error=str(exc))
+
+
+def sweep(grace_s: float, limit: int = 500) -> int:
+    """Send messages staged more than `grace_s` ago and still in the outbox; how many went."""
+    with transaction() as session:
+        stale = outbox.due(session, utcnow() - timedelta(seconds=grace_s), limit)
+    sent = _send(stale)
+    if sent:
+        with transaction() as session:
+            outbox.forget(session, sent)
+        log.info("outbox swept", sent=len(sent))
+    return len(sent)

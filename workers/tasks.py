@@ -23,16 +23,16 @@ from workers.celery_app import app
 def ladder_advance(job_id: str) -> None:
     """Advance every open item of a job (first pass, recovery)."""
     with transaction() as session:
-        result = advance_job(session, job_id)
-    dispatch.send(result)
+        outgoing = dispatch.stage(session, advance_job(session, job_id))
+    dispatch.deliver(outgoing)
 
 
 @app.task(name="ladder.expire", acks_late=True)
 def ladder_expire(job_id: str) -> None:
     """A job's deadline: finish its open items with the best reward available."""
     with transaction() as session:
-        result = expire_job(session, job_id)
-    dispatch.send(result)
+        outgoing = dispatch.stage(session, expire_job(session, job_id))
+    dispatch.deliver(outgoing)
 
 
 def verify(tier_name: str, kind: str, step: int, item_ids: list[str]) -> None:
@@ -46,7 +46,8 @@ def verify(tier_name: str, kind: str, step: int, item_ids: list[str]) -> None:
     verdicts = run_tier(tier_name, [run.candidates[k] for k in keys], run.config)
     with transaction() as session:
         result = record_tier_run(session, run, dict(zip(keys, verdicts, strict=True)), item_ids)
-    dispatch.send(result)
+        outgoing = dispatch.stage(session, result)
+    dispatch.deliver(outgoing)
 
 
 def _make_tier_task(tier_name: str) -> Task[Any, Any]:

@@ -56,14 +56,16 @@ def _submit(
                     runs_here=_fast_tier if inline else None,
                 )
                 job_id, completed = submission.job.id, submission.job.status == "completed"
+                deadline = None
+                if submission.created and submission.deadline_s and not completed:
+                    deadline = (job_id, submission.deadline_s)
+                outgoing = dispatch.stage(session, submission.ladder, deadline=deadline)
             break
         except IntegrityError:
             # Two requests raced on one Idempotency-Key; the second one returns the first's job.
             if attempt == 2 or key is None:
                 raise
-    dispatch.send(submission.ladder)
-    if submission.created and submission.deadline_s and not completed:
-        dispatch.schedule_deadline(job_id, submission.deadline_s)
+    dispatch.deliver(outgoing)
     finished = submission.out() if submission.created and completed else None
     return job_id, finished
 

@@ -1,0 +1,100 @@
+"""Nothing is lost when the broker is away: work is stored in the outbox and sent later.
+
+A Redis server of the test's own is stopped while the API takes a request, then started
+again on the same port; the API's outbox sweeper sends the stored work and the job completes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from conftest import REPO, Service, free_port, service_env, wait_ready
+
+
+class RedisServer:
+    """A throwaway redis-server on a fixed port that the test can stop and start again."""
+
+    def __init__(self, port: int, data_dir: Path) -> None:
+        self.port = port
+        self.data_dir = data_dir
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.data_dir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        client = redis.Redis(port=self.port)
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise AssertionError("redis-server did not start")
+
+    def stop(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture
+def flaky_broker_service(tmp_path: Path, pg_url: str) -> Iterator[tuple[Service, RedisServer]]:
+    broker = RedisServer(free_port(), tmp_path)
+    broker.start()
+    port = free_port()
+    env = service_env(
+        tmp_path,
+        VERIFIER_DATABASE__URL=pg_url,
+        VERIFIER_BROKER__URL=f"redis://127.0.0.1:{broker.port}/0",
+        VERIFIER_API__OUTBOX_SWEEP_S="0.5",
+        VERIFIER_API__OUTBOX_GRACE_S="1",
+    )
+    service = Service(base_url=f"http://127.0.0.1:{port}", env=env, data_dir=tmp_path)
+    subprocess.run(
+        [sys.executable, "-m", "verifier_service", "migrate"], env=env, check=True, cwd=REPO,
+        capture_output=True,
+    )  # fmt: skip
+    try:
+        service.start_worker("worker", "ladder,tier.fast,callbacks")
+        api = service.start("api", "api", "--port", str(port))
+        wait_ready(service.base_url, process=api)
+        yield service, broker
+    finally:
+        service.stop_all()
+        if broker.process is not None and broker.process.poll() is None:
+            broker.stop()
+
+
+def test_work_stored_while_the_broker_is_down_is_sent_when_it_is_back(
+    flaky_broker_service: tuple[Service, RedisServer],
+) -> None:
+    service, broker = flaky_broker_service
+    # More items than the inline lane takes: all of them need the broker.
+    body = {
+        "items": [{"kind": "molecule", "payload": {"smiles": "C" * n + "O"}} for n in range(1, 9)]
+    }
+    broker.stop()
+    with service.client(timeout=60) as client:
+        response = client.post("/v1/rewards", json=body)
+        assert response.status_code == 202, response.text  # stored, not a 500
+        location = response.headers["location"]
+        assert client.get(location).json()["status"] == "running"
+
+        broker.start()
+        deadline = time.monotonic() + 60
+        job = client.get(location).json()
+        while job["status"] != "completed" and time.monotonic() < deadline:
+            time.sleep(0.3)
+            job = client.get(location).json()
+    assert job["status"] == "completed", service.log_tail("api")
+    assert [item["reward"]["status"] for item in job["items"]] == ["scored"] * 8
+    assert "broker unavailable" in service.log_tail("api", 20000)
