@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 
 from verifier_service.core.deps import OperatorPrincipal, SessionDep
 from verifier_service.core.errors import NotFoundError
@@ -16,6 +18,9 @@ from verifier_service.policies.api_schemas import (
     ValidationOut,
 )
 from verifier_service.policies.replay import ReplayReport, replay, stored_items
+
+#: Versions count from 1 and are stored as 32-bit integers.
+VersionNumber = Annotated[int, Path(ge=1, le=2**31 - 1, description="A policy version number.")]
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"])
 
@@ -62,7 +67,7 @@ def get_policy(name: str, session: SessionDep, _: OperatorPrincipal) -> PolicySu
 
 @router.get("/{name}/versions/{version}")
 def get_policy_version(
-    name: str, version: int, session: SessionDep, _: OperatorPrincipal
+    name: str, version: VersionNumber, session: SessionDep, _: OperatorPrincipal
 ) -> PolicyVersionOut:
     """One stored version of a policy document."""
     record = repository.get_version(session, name, version)
@@ -75,7 +80,7 @@ def get_policy_version(
 
 @router.post("/{name}/versions/{version}/activate")
 def activate_policy_version(
-    name: str, version: int, session: SessionDep, _: OperatorPrincipal
+    name: str, version: VersionNumber, session: SessionDep, _: OperatorPrincipal
 ) -> PolicySummary:
     """Make a stored version the one new jobs run under."""
     if repository.get_version(session, name, version) is None:
@@ -86,7 +91,7 @@ def activate_policy_version(
 
 @router.get("/{name}/versions/{version}/cost")
 def get_policy_version_cost(
-    name: str, version: int, session: SessionDep, _: OperatorPrincipal
+    name: str, version: VersionNumber, session: SessionDep, _: OperatorPrincipal
 ) -> CostReport:
     """Cost per tier, cache hits, escalations and savings of every job run under a version."""
     if repository.get_version(session, name, version) is None:
