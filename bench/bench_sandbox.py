@@ -2,9 +2,12 @@
 
 Each execution is a small Python program with assert-style tests (or pytest tests with
 --style pytest), run with the same limits (no network, read-only root, tmpfs, memory, pids,
-CPU, no capabilities, non-root) in a container that serves only that candidate.
+CPU, no capabilities, non-root: `isolation_options()`) and the same OCI runtime (the setting,
+`auto` resolved once and printed) in a container that serves only that candidate. Prints
+execs/s, p50/p95 latency per mode and the pool / docker-run ratios.
 
     .venv/bin/python bench/bench_sandbox.py                  # both modes, ~30 s
+    .venv/bin/python bench/bench_sandbox.py --mode all --runtime runc
     .venv/bin/python bench/bench_sandbox.py --mode pool --seconds 20 --concurrency 6
 """
 
