@@ -159,32 +159,39 @@ def service_env(tmp: Path, **overrides: str) -> dict[str, str]:
     return env
 
 
+def start_service(data_dir: Path, queues: str, **env_overrides: str) -> Service:
+    """Migrate, then start a Celery worker on `queues` and the API; the caller stops them."""
+    port = free_port()
+    env = service_env(data_dir, **env_overrides)
+    service = Service(base_url=f"http://127.0.0.1:{port}", env=env, data_dir=data_dir)
+    subprocess.run(
+        [sys.executable, "-m", "verifier_service", "migrate"], env=env, check=True, cwd=REPO,
+        capture_output=True,
+    )  # fmt: skip
+    try:
+        service.start_worker("worker", queues)
+        api = service.start("api", "api", "--port", str(port))
+        wait_ready(service.base_url, process=api)
+    except AssertionError:
+        logs = {name: service.log_tail(name) for name in service.logs}
+        service.stop_all()
+        raise AssertionError(f"service did not start: {logs}") from None
+    return service
+
+
 @pytest.fixture(scope="session")
 def live_service(
     tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str
 ) -> Iterator[Service]:
     """The API (uvicorn) and a Celery worker for the fast queues, on PostgreSQL and Redis."""
-    data_dir = tmp_path_factory.mktemp("live")
-    port = free_port()
-    env = service_env(
-        data_dir,
+    service = start_service(
+        tmp_path_factory.mktemp("live"),
+        "ladder,tier.fast,callbacks,review",
         VERIFIER_DATABASE__URL=pg_url,
         VERIFIER_BROKER__URL=redis_url,
         VERIFIER_WORKER__VISIBILITY_TIMEOUT_S="8",
         VERIFIER_API__MAX_BODY_BYTES="1000000",
         VERIFIER_API__MAX_ITEMS="2000",
     )
-    service = Service(base_url=f"http://127.0.0.1:{port}", env=env, data_dir=data_dir)
-    subprocess.run(
-        [sys.executable, "-m", "verifier_service", "migrate"], env=env, check=True, cwd=REPO,
-        capture_output=True,
-    )  # fmt: skip
-    service.start_worker("worker", "ladder,tier.fast,callbacks,review")
-    api = service.start("api", "api", "--port", str(port))
-    try:
-        wait_ready(service.base_url, process=api)
-    except AssertionError:
-        service.stop_all()
-        raise AssertionError(service.log_tail("api")) from None
     yield service
     service.stop_all()

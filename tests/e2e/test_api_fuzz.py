@@ -8,14 +8,11 @@ finish (code: no sandbox worker) come back as 202 quickly.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import schemathesis
-from conftest import REPO, Service, free_port, service_env, wait_ready
+from conftest import Service, start_service
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import not_a_server_error
@@ -26,26 +23,15 @@ from schemathesis.generation import GenerationMode
 def fuzz_service(
     tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str
 ) -> Iterator[Service]:
-    data_dir: Path = tmp_path_factory.mktemp("fuzz")
-    port = free_port()
-    env = service_env(
-        data_dir,
+    service = start_service(
+        tmp_path_factory.mktemp("fuzz"),
+        "ladder,tier.fast,callbacks,review",
         VERIFIER_DATABASE__URL=pg_url,
         VERIFIER_BROKER__URL=redis_url,
         VERIFIER_API__MAX_WAIT_S="1",
     )
-    service = Service(base_url=f"http://127.0.0.1:{port}", env=env, data_dir=data_dir)
-    subprocess.run(
-        [sys.executable, "-m", "verifier_service", "migrate"], env=env, check=True, cwd=REPO,
-        capture_output=True,
-    )  # fmt: skip
-    try:
-        service.start_worker("fuzz-worker", "ladder,tier.fast,callbacks,review")
-        api = service.start("api", "api", "--port", str(port))
-        wait_ready(service.base_url, process=api)
-        yield service
-    finally:
-        service.stop_all()
+    yield service
+    service.stop_all()
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])

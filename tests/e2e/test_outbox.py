@@ -7,14 +7,13 @@ again on the same port; the API's outbox sweeper sends the stored work and the j
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from conftest import REPO, Service, free_port, service_env, wait_ready
+from conftest import Service, free_port, start_service
 
 
 class RedisServer:
@@ -50,26 +49,18 @@ class RedisServer:
 def flaky_broker_service(tmp_path: Path, pg_url: str) -> Iterator[tuple[Service, RedisServer]]:
     broker = RedisServer(free_port(), tmp_path)
     broker.start()
-    port = free_port()
-    env = service_env(
-        tmp_path,
-        VERIFIER_DATABASE__URL=pg_url,
-        VERIFIER_BROKER__URL=f"redis://127.0.0.1:{broker.port}/0",
-        VERIFIER_API__OUTBOX_SWEEP_S="0.5",
-        VERIFIER_API__OUTBOX_GRACE_S="1",
-    )
-    service = Service(base_url=f"http://127.0.0.1:{port}", env=env, data_dir=tmp_path)
-    subprocess.run(
-        [sys.executable, "-m", "verifier_service", "migrate"], env=env, check=True, cwd=REPO,
-        capture_output=True,
-    )  # fmt: skip
     try:
-        service.start_worker("worker", "ladder,tier.fast,callbacks")
-        api = service.start("api", "api", "--port", str(port))
-        wait_ready(service.base_url, process=api)
+        service = start_service(
+            tmp_path,
+            "ladder,tier.fast,callbacks",
+            VERIFIER_DATABASE__URL=pg_url,
+            VERIFIER_BROKER__URL=f"redis://127.0.0.1:{broker.port}/0",
+            VERIFIER_API__OUTBOX_SWEEP_S="0.5",
+            VERIFIER_API__OUTBOX_GRACE_S="1",
+        )
         yield service, broker
-    finally:
         service.stop_all()
+    finally:
         if broker.process is not None and broker.process.poll() is None:
             broker.stop()
 
