@@ -45,6 +45,8 @@ def make_celery(settings: Settings | None = None) -> Celery:
 
 app = make_celery()
 
+from workers import presence  # noqa: E402, F401 - connects the worker presence signals
+
 
 @worker_process_init.connect
 def _fresh_connections(**_: Any) -> None:

@@ -3,7 +3,9 @@ trajectories. Policies are created over the operators' API."""
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -211,6 +213,32 @@ def test_tiers_endpoint_lists_queues(live_service: Service) -> None:
     assert tiers["chem.fast"]["queue"] == "tier.fast"
     assert tiers["code.sandbox"]["queue"] == "tier.sandbox"
     assert isinstance(tiers["chem.dft"]["queue_depth"], int)
+    assert tiers["chem.fast"]["workers"] >= 1
+
+
+def _hifi_workers(service: Service) -> int:
+    with service.client() as client:
+        tiers = {t["name"]: t for t in client.get("/v1/tiers").json()}
+    return int(tiers["chem.dft"]["workers"])
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_tiers_endpoint_counts_live_workers_per_queue(live_service: Service) -> None:
+    before = _hifi_workers(live_service)
+    live_service.start_worker("presence-hifi", "tier.hifi", concurrency=1)
+    try:
+        assert _wait_for(lambda: _hifi_workers(live_service) == before + 1)
+    finally:
+        live_service.stop("presence-hifi")
+    assert _wait_for(lambda: _hifi_workers(live_service) == before)
 
 
 def test_half_duplicate_job_costs_half_and_reports_it(live_service: Service) -> None:

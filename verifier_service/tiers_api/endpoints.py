@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+from redis.exceptions import RedisError
 
 from tiers.registry import get_tier, tier_names
 from verifier_service.core.deps import OperatorPrincipal
 from verifier_service.core.notify import sync_client
 from verifier_service.settings import get_settings
+from workers.presence import workers_per_queue
 
 router = APIRouter(tags=["tiers"])
 
@@ -21,19 +23,27 @@ class TierOut(BaseModel):
     queue: str
     cost_class: float
     kinds: list[str]
-    queue_depth: int | None
+    queue_depth: int | None = Field(description="Tasks waiting on the tier's queue.")
+    workers: int | None = Field(
+        description="Live workers consuming the tier's queue; 0 means its tasks wait for one."
+    )
 
 
 @router.get("/v1/tiers")
 def list_tiers(_: OperatorPrincipal) -> list[TierOut]:
     """Every registered tier with its queue and how many tasks wait on that queue."""
     client = sync_client(get_settings().broker_url)
+    names = tier_names()
+    try:
+        workers: dict[str, int] = workers_per_queue(client, [get_tier(n).queue for n in names])
+    except RedisError:
+        workers = {}
     out = []
-    for name in tier_names():
+    for name in names:
         tier = get_tier(name)
         try:
             depth: int | None = int(client.llen(tier.queue))
-        except Exception:
+        except RedisError:
             depth = None
         out.append(
             TierOut(
@@ -43,6 +53,7 @@ def list_tiers(_: OperatorPrincipal) -> list[TierOut]:
                 cost_class=tier.cost_class,
                 kinds=sorted(tier.kinds),
                 queue_depth=depth,
+                workers=workers.get(tier.queue),
             )
         )
     return out

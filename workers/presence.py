@@ -1,0 +1,85 @@
+"""Which queues have a live worker: each worker keeps a short-lived Redis key per queue it
+consumes, refreshed by a heartbeat, so that the API can tell operators (GET /v1/tiers) that
+tasks wait on a queue nobody serves."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import redis
+import structlog
+from celery.signals import worker_ready, worker_shutdown
+
+from verifier_service.core.notify import sync_client
+from verifier_service.settings import get_settings
+
+log = structlog.get_logger(__name__)
+
+PREFIX = "verifier:worker:"
+HEARTBEAT_S = 5.0
+TTL_S = 15
+
+
+def _key(queue: str, node: str) -> str:
+    return f"{PREFIX}{queue}:{node}"
+
+
+def workers_per_queue(client: redis.Redis, queues: list[str]) -> dict[str, int]:
+    """How many live workers consume each queue."""
+    out = {}
+    for queue in queues:
+        out[queue] = sum(1 for _ in client.scan_iter(match=f"{PREFIX}{queue}:*", count=100))
+    return out
+
+
+class Heartbeat:
+    """Refreshes a worker's presence keys until stopped, then removes them."""
+
+    def __init__(self, node: str, queues: list[str]) -> None:
+        self.node = node
+        self.queues = queues
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="presence", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=HEARTBEAT_S)
+        try:
+            sync_client(get_settings().broker_url).delete(
+                *(_key(q, self.node) for q in self.queues)
+            )
+        except redis.RedisError:
+            pass  # the keys expire on their own
+
+    def _run(self) -> None:
+        while True:
+            try:
+                pipe = sync_client(get_settings().broker_url).pipeline(transaction=False)
+                for queue in self.queues:
+                    pipe.set(_key(queue, self.node), "1", ex=TTL_S)
+                pipe.execute()
+            except redis.RedisError as exc:
+                log.warning("presence heartbeat failed", error=str(exc))
+            if self._stop.wait(HEARTBEAT_S):
+                return
+
+
+_heartbeat: Heartbeat | None = None
+
+
+@worker_ready.connect
+def _start(sender: Any = None, **_: Any) -> None:
+    global _heartbeat
+    queues = sorted(q.name for q in sender.task_consumer.queues)
+    _heartbeat = Heartbeat(sender.hostname, queues)
+    _heartbeat.start()
+
+
+@worker_shutdown.connect
+def _stop(**_: Any) -> None:
+    if _heartbeat is not None:
+        _heartbeat.stop()
