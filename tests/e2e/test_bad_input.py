@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import Service
 
+MOLECULE = {"kind": "molecule", "payload": {"smiles": "CCO"}}
+
 
 def _post(service: Service, body: object = None, content: bytes | None = None) -> tuple[int, dict]:
     with service.client() as client:
@@ -115,3 +117,30 @@ def test_schema_violation_feedback_names_the_path(live_service: Service) -> None
     assert verdict["status"] == "failed"
     assert "$.args.q" in verdict["feedback"]
     assert job["items"][0]["reward"]["value"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        ({"deadline_s": 1e300}, "body.deadline_s"),
+        ({"policy": "default\u0000"}, "body.policy"),
+        ({"policy": "Not A Slug"}, "body.policy"),
+        ({"items": [{**MOLECULE, "metadata": {"group": "g" * 300}}]}, "body.items[0].molecule"),
+        ({"items": [{**MOLECULE, "metadata": {"group": {"a": 1}}}]}, "body.items[0].molecule"),
+    ],
+)
+def test_values_the_service_cannot_store_are_422(
+    live_service: Service, change: dict[str, object], where: str
+) -> None:
+    # Found by fuzzing (tests/e2e/test_api_fuzz.py): each of these used to be a 500.
+    status, body = _post(live_service, {"items": [MOLECULE], **change})
+    assert status == 422, body
+    assert body["errors"][0]["loc"].startswith(where)
+
+
+def test_policy_paths_reject_what_no_policy_can_be_named(live_service: Service) -> None:
+    with live_service.client() as client:
+        bad_name = client.get("/v1/policies/a%00b")
+        bad_version = client.get(f"/v1/policies/default/versions/{2**40}")
+    assert bad_name.status_code == 422
+    assert bad_version.status_code == 422

@@ -26,7 +26,7 @@ from verifier_service.client.mappings import (
     group_key,
     with_group,
 )
-from verifier_service.core.deps import CurrentPrincipal, SettingsDep, WaiterDep
+from verifier_service.core.deps import PRINTABLE, CurrentPrincipal, SettingsDep, WaiterDep
 from verifier_service.core.errors import InvalidRequestError, PayloadTooLargeError
 from verifier_service.jobs.endpoints import submit_and_wait
 from verifier_service.jobs.schemas import JobOut, RewardRequest, RewardStatus
@@ -120,7 +120,7 @@ async def openrlhf_rewards(
     missing_reward: Annotated[
         float, Query(description="Reward sent for pending and infra_error items.")
     ] = 0.0,
-    idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+    idempotency_key: Annotated[str | None, Header(max_length=256, pattern=PRINTABLE)] = None,
 ) -> OpenRLHFResponse:
     """OpenRLHF remote reward model protocol: queries in, one reward per query out."""
     if len(body.query) > settings.api.max_items:

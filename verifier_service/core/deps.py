@@ -26,7 +26,13 @@ SessionDep = Annotated[Session, Depends(_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
-def _principal(x_principal: Annotated[str | None, Header(max_length=128)] = None) -> str:
+#: Header values we store: no control characters.
+PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+
+
+def _principal(
+    x_principal: Annotated[str | None, Header(max_length=128, pattern=PRINTABLE)] = None,
+) -> str:
     # The seam for authentication: until API keys exist, callers may name themselves.
     return x_principal or "anonymous"
 

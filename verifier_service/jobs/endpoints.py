@@ -12,7 +12,13 @@ from sqlalchemy.exc import IntegrityError
 
 from tiers.registry import get_tier
 from verifier_service.core.db import transaction
-from verifier_service.core.deps import CurrentPrincipal, SessionDep, SettingsDep, WaiterDep
+from verifier_service.core.deps import (
+    PRINTABLE,
+    CurrentPrincipal,
+    SessionDep,
+    SettingsDep,
+    WaiterDep,
+)
 from verifier_service.core.errors import (
     InvalidRequestError,
     NotFoundError,
@@ -116,7 +122,7 @@ async def create_rewards(
     principal: CurrentPrincipal,
     settings: SettingsDep,
     waiter: WaiterDep,
-    idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+    idempotency_key: Annotated[str | None, Header(max_length=256, pattern=PRINTABLE)] = None,
 ) -> JobOut:
     """Score items under a policy: 200 with rewards if ready within wait_s, else 202 and a job."""
     if len(request.items) > settings.api.max_items:

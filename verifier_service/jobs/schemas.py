@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tiers.base import Verdict
+from verifier_service.policies.schemas import POLICY_NAME_PATTERN
 
 
 class _In(BaseModel):
@@ -44,15 +45,37 @@ class TextPayload(_In):
     text: str
 
 
+#: Longest metadata.group accepted (it is stored and indexed with the item).
+MAX_GROUP_LENGTH = 256
+#: Longest deadline_s accepted: 30 days.
+MAX_DEADLINE_S = 30 * 86400.0
+
+
+def _check_group(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
+    group = (metadata or {}).get("group")
+    if group is None:
+        return metadata
+    if isinstance(group, bool) or not isinstance(group, str | int):
+        raise ValueError("metadata.group must be a string or an integer")
+    text = str(group)
+    if len(text) > MAX_GROUP_LENGTH or "\x00" in text:
+        raise ValueError(
+            f"metadata.group must be at most {MAX_GROUP_LENGTH} characters, without NUL"
+        )
+    return metadata
+
+
 class _CandidateBase(_In):
     reference: dict[str, Any] | None = Field(
         default=None, description="What to compare against (schema, reference molecules, ...)."
     )
     metadata: dict[str, Any] | None = Field(
         default=None,
-        description="Seen by gates. metadata.group names the GRPO group of the item, which "
-        "group-selecting ladder steps rank within.",
+        description="Seen by gates. metadata.group (a string or integer) names the GRPO group "
+        "of the item, which group-selecting ladder steps rank within.",
     )
+
+    _group = field_validator("metadata")(_check_group)
 
 
 class MoleculeCandidate(_CandidateBase):
@@ -113,6 +136,8 @@ class Trajectory(_In):
     final_answer: CandidateIn | None = None
     metadata: dict[str, Any] | None = None
 
+    _group = field_validator("metadata")(_check_group)
+
 
 ItemIn = Annotated[
     MoleculeCandidate | CodeCandidate | JsonCandidate | TextCandidate | Trajectory,
@@ -123,13 +148,18 @@ ItemIn = Annotated[
 class RewardRequest(_In):
     """Items to score under a policy."""
 
-    policy: str = Field(default="default", description="Name of the policy to run.")
+    policy: str = Field(
+        default="default", pattern=POLICY_NAME_PATTERN, description="Name of the policy to run."
+    )
     items: list[ItemIn] = Field(min_length=1, description="Candidates or trajectories.")
     wait_s: float | None = Field(
         default=None, ge=0, description="Wait this long for the rewards before answering 202."
     )
     deadline_s: float | None = Field(
-        default=None, gt=0, description="At this many seconds, finish with what is available."
+        default=None,
+        gt=0,
+        le=MAX_DEADLINE_S,
+        description="At this many seconds, finish with what is available (at most 30 days).",
     )
 
 

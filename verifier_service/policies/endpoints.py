@@ -18,7 +18,10 @@ from verifier_service.policies.api_schemas import (
     ValidationOut,
 )
 from verifier_service.policies.replay import ReplayReport, replay, stored_items
+from verifier_service.policies.schemas import POLICY_NAME_PATTERN
 
+#: A policy's name in a path: a slug (see PolicyDocument.name).
+PolicyName = Annotated[str, Path(pattern=POLICY_NAME_PATTERN, description="A policy's name.")]
 #: Versions count from 1 and are stored as 32-bit integers.
 VersionNumber = Annotated[int, Path(ge=1, le=2**31 - 1, description="A policy version number.")]
 
@@ -60,14 +63,14 @@ def validate_policy(body: PolicyIn, _: OperatorPrincipal) -> ValidationOut:
 
 
 @router.get("/{name}")
-def get_policy(name: str, session: SessionDep, _: OperatorPrincipal) -> PolicySummary:
+def get_policy(name: PolicyName, session: SessionDep, _: OperatorPrincipal) -> PolicySummary:
     """A policy's versions and which one is active."""
     return _summary(session, name)
 
 
 @router.get("/{name}/versions/{version}")
 def get_policy_version(
-    name: str, version: VersionNumber, session: SessionDep, _: OperatorPrincipal
+    name: PolicyName, version: VersionNumber, session: SessionDep, _: OperatorPrincipal
 ) -> PolicyVersionOut:
     """One stored version of a policy document."""
     record = repository.get_version(session, name, version)
@@ -80,7 +83,7 @@ def get_policy_version(
 
 @router.post("/{name}/versions/{version}/activate")
 def activate_policy_version(
-    name: str, version: VersionNumber, session: SessionDep, _: OperatorPrincipal
+    name: PolicyName, version: VersionNumber, session: SessionDep, _: OperatorPrincipal
 ) -> PolicySummary:
     """Make a stored version the one new jobs run under."""
     if repository.get_version(session, name, version) is None:
@@ -91,7 +94,7 @@ def activate_policy_version(
 
 @router.get("/{name}/versions/{version}/cost")
 def get_policy_version_cost(
-    name: str, version: VersionNumber, session: SessionDep, _: OperatorPrincipal
+    name: PolicyName, version: VersionNumber, session: SessionDep, _: OperatorPrincipal
 ) -> CostReport:
     """Cost per tier, cache hits, escalations and savings of every job run under a version."""
     if repository.get_version(session, name, version) is None:
@@ -101,7 +104,7 @@ def get_policy_version_cost(
 
 @router.post("/{name}/replay")
 def replay_policy(
-    name: str, body: ReplayIn, session: SessionDep, _: OperatorPrincipal
+    name: PolicyName, body: ReplayIn, session: SessionDep, _: OperatorPrincipal
 ) -> ReplayReport:
     """Run a draft over stored items of past jobs and compare it with the active version."""
     draft = service.validate_document(body.source(), body.format)

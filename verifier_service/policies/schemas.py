@@ -279,11 +279,15 @@ def _policy_error(loc: Loc, msg: str, value: Any) -> InitErrorDetails:
     }
 
 
+#: What a policy name may be: a slug of at most 64 characters.
+POLICY_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+
+
 class PolicyDocument(_Strict):
     """A named escalation policy: ladders per candidate kind, reward composition, budgets."""
 
     name: str = Field(
-        pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$",
+        pattern=POLICY_NAME_PATTERN,
         description="Slug: lowercase letters, digits, `.`, `_`, `-`; at most 64 characters.",
     )
     description: str = Field(default="", description="What the policy is for.")
