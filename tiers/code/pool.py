@@ -6,6 +6,13 @@ as its PID 1 and waiting for a spec on stdin, so a candidate pays only for an at
 interpreter start-up). A container never serves two candidates: when the harness exits the
 kernel kills whatever the candidate left running, the container is removed, and a fresh one
 takes its place.
+
+Trainers send candidates in bursts (one GRPO step, then seconds of generation). Starting and
+removing containers costs the engine more CPU than running a candidate, so the pool does that
+engine work when no candidate is in flight: a burst no larger than the pool runs on warm
+containers only, and the pool refills (and removes the used ones) in the quiet that follows. A
+candidate left without a warm container gets one started for it at once, so a burst larger than
+the pool goes on at the sustained rate instead of stalling.
 """
 
 from __future__ import annotations
@@ -14,11 +21,12 @@ import atexit
 import json
 import logging
 import os
-import queue
 import socket
 import threading
 import time
 import uuid
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -36,6 +44,9 @@ HOST_GRACE_S = 3.0
 # Taken by runtime "auto" when the engine has it: a C runtime, it starts and deletes a
 # container with less CPU than runc (Go), which is what bounds throughput on a small machine.
 PREFERRED_RUNTIME = "crun"
+# Used containers have exited (their harness, PID 1, is gone) and hold only engine records; under
+# load that never pauses they are removed anyway once this many wait.
+USED_BACKLOG_MAX = 64
 
 
 def isolation_options(s: SandboxSettings, runtime: str) -> dict[str, Any]:
@@ -264,13 +275,18 @@ class SandboxPool:
         self.pid = os.getpid()
         self.owner = _owner_tag()
         self._runner = _runner_source()
-        self._ready: queue.Queue[str] = queue.Queue()
-        self._owned: set[str] = set()
+        # All state below is guarded by _cond; fill and remove threads wait on it.
         self._cond = threading.Condition()
+        self._ready: deque[str] = deque()  # started, harness waiting: serve one candidate each
+        self._used: deque[str] = deque()  # served a candidate and exited: removed when quiet
+        self._urgent: deque[str] = deque()  # may still run something: removed at once
+        self._owned: set[str] = set()
+        self._handed: set[str] = set()  # given to a candidate, not yet removed
+        self._in_flight = 0  # candidates inside run()
+        self._waiting = 0  # of those, waiting in acquire() with no warm container
         self._creating = 0
         self._closed = False
         self._last_error: Exception | None = None
-        self._doomed: queue.Queue[str | None] = queue.Queue()
         self._threads = [
             threading.Thread(target=self._fill_loop, name=f"sandbox-fill-{i}", daemon=True)
             for i in range(max(1, min(settings.pool_size, 4)))
@@ -315,8 +331,16 @@ class SandboxPool:
         return cid
 
     def destroy(self, cid: str) -> None:
-        """Queue a container for forced removal (kills everything in it)."""
-        self._doomed.put(cid)
+        """Queue a container for forced removal now (kills everything in it)."""
+        with self._cond:
+            self._urgent.append(cid)
+            self._cond.notify_all()
+
+    def _retire(self, cid: str) -> None:
+        """Queue a container whose harness has exited for removal when no candidate runs."""
+        with self._cond:
+            self._used.append(cid)
+            self._cond.notify_all()
 
     def _remove_now(self, cid: str) -> None:
         try:
@@ -327,64 +351,93 @@ class SandboxPool:
                 return
         with self._cond:
             self._owned.discard(cid)
+            self._handed.discard(cid)
             self._cond.notify_all()
+
+    # The scheduling rules, read with _cond held. Engine work (create, start, remove) takes the
+    # same CPU the candidates need, so while any candidate is in flight a container is started
+    # only for a candidate with no warm one left, and removed only if it may still run something
+    # (killed on a deadline) or too many used ones wait.
+
+    def _should_create(self) -> bool:
+        if self._in_flight == 0:
+            return len(self._ready) + self._creating < self.settings.pool_size
+        return len(self._ready) + self._creating < self._waiting
+
+    def _next_removal(self) -> str | None:
+        if self._urgent:
+            return self._urgent.popleft()
+        if self._used and (
+            self._in_flight == 0 or self._closed or len(self._used) > USED_BACKLOG_MAX
+        ):
+            return self._used.popleft()
+        return None
 
     def _remove_loop(self) -> None:
         while True:
-            cid = self._doomed.get()
-            if cid is None:
-                return
+            with self._cond:
+                while (cid := self._next_removal()) is None:
+                    if self._closed:
+                        return
+                    self._cond.wait()
             self._remove_now(cid)
 
     def _fill_loop(self) -> None:
         backoff = 0.5
         while True:
             with self._cond:
-                while not self._closed and (
-                    self._ready.qsize() + self._creating >= self.settings.pool_size
-                ):
+                while not self._closed and not self._should_create():
                     self._cond.wait()
                 if self._closed:
                     return
                 self._creating += 1
+            cid: str | None = None
             try:
                 cid = self._create()
             except Exception as exc:
                 self._last_error = exc
                 logger.warning("could not start a sandbox container: %s", exc)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
-            else:
-                self._last_error = None
-                backoff = 0.5
-                self._ready.put(cid)
             finally:
                 with self._cond:
                     self._creating -= 1
+                    if cid is not None:
+                        self._last_error = None
+                        self._ready.append(cid)
                     self._cond.notify_all()
-            if self._closed:
-                return
+            if cid is None:
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+            else:
+                backoff = 0.5
 
     def acquire(self) -> str:
-        """A fresh started container, from the pool or, if none comes in time, a new one."""
-        if self._closed:
-            raise SandboxInfraError("pool_closed", "the sandbox pool has been shut down")
+        """A fresh started container: a warm one, else one a fill thread starts for this
+        candidate, else (none in acquire_timeout_s, or starting them fails) one started here."""
         deadline = time.monotonic() + self.settings.acquire_timeout_s
-        cid: str | None = None
-        while cid is None:
-            try:
-                cid = self._ready.get(timeout=0.25)
-            except queue.Empty:
-                if self._last_error is not None or time.monotonic() >= deadline:
-                    break
         with self._cond:
+            self._waiting += 1
             self._cond.notify_all()
-        if cid is not None:
-            return cid
+            try:
+                while not self._ready and not self._closed and self._last_error is None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+                if self._closed:
+                    raise SandboxInfraError("pool_closed", "the sandbox pool has been shut down")
+                if self._ready:
+                    cid = self._ready.popleft()
+                    self._handed.add(cid)
+                    return cid
+            finally:
+                self._waiting -= 1
         try:
-            return self._create()
+            cid = self._create()
         except Exception as exc:
             raise _infra_error("container_start_failed", exc) from exc
+        with self._cond:
+            self._handed.add(cid)
+        return cid
 
     # -- running -----------------------------------------------------------------------------
 
@@ -394,17 +447,33 @@ class SandboxPool:
         Moves on to another container when the engine says a warm one died while it waited
         (engine restart, external cleanup): at most every warm one plus one started on the spot.
         """
-        attempts = self.settings.pool_size + 2
-        for attempt in range(1, attempts + 1):
-            cid = self.acquire()
-            try:
-                return self._run_in(cid, spec, timeout_s, memory_mb)
-            except SandboxInfraError as exc:
-                if attempt == attempts or exc.reason != "container_gone":
-                    raise
-            finally:
-                self.destroy(cid)
-        raise AssertionError("unreachable")
+        with self._cond:
+            if self._closed:
+                raise SandboxInfraError("pool_closed", "the sandbox pool has been shut down")
+            self._in_flight += 1
+        try:
+            attempts = self.settings.pool_size + 2
+            for attempt in range(1, attempts + 1):
+                cid = self.acquire()
+                outcome: RunOutcome | None = None
+                try:
+                    outcome = self._run_in(cid, spec, timeout_s, memory_mb)
+                    return outcome
+                except SandboxInfraError as exc:
+                    if attempt == attempts or exc.reason != "container_gone":
+                        raise
+                finally:
+                    # Only a harness that ended on its own is known to have taken every process
+                    # of the container with it; any other container is killed and removed now.
+                    ended = outcome is not None and not (
+                        outcome.host_timed_out or outcome.host_output_exceeded
+                    )
+                    (self._retire if ended else self.destroy)(cid)
+            raise AssertionError("unreachable")
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+                self._cond.notify_all()
 
     def _run_in(
         self, cid: str, spec: dict[str, Any], timeout_s: float, memory_mb: int
@@ -519,18 +588,31 @@ class SandboxPool:
             return set(self._owned)
 
     def ready_count(self) -> int:
-        return self._ready.qsize()
+        with self._cond:
+            return len(self._ready)
 
     def wait_removed(self, timeout_s: float = 10.0) -> bool:
-        """Wait until every used container is gone; True if none is left but the warm ones."""
+        """Wait until every container given to a candidate is gone; True if none is left."""
+        return self._wait_for(lambda: not self._handed, timeout_s)
+
+    def wait_full(self, timeout_s: float = 60.0) -> bool:
+        """Wait until the pool holds `pool_size` warm containers and nothing else (no used one
+        left to remove, none being started): the state a burst should find."""
+        size = self.settings.pool_size
+        return self._wait_for(
+            lambda: len(self._ready) == len(self._owned) == size and not self._creating,
+            timeout_s,
+        )
+
+    def _wait_for(self, done: Callable[[], bool], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self._cond:
-                busy = len(self._owned) - self._ready.qsize() - self._creating
-            if busy <= 0 and self._doomed.empty():
-                return True
-            time.sleep(0.05)
-        return False
+        with self._cond:
+            while not done():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
 
     def shutdown(self) -> None:
         """Stop refilling and remove every container this pool made."""
@@ -539,10 +621,8 @@ class SandboxPool:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        for thread in self._threads[:-1]:
+        for thread in self._threads:
             thread.join(timeout=30)
-        self._doomed.put(None)
-        self._threads[-1].join(timeout=30)
         for cid in self.owned():
             self._remove_now(cid)
         # A container being created when we closed may have escaped `owned`; the label finds it.

@@ -6,7 +6,9 @@ These tests never skip. Without an engine or the image they fail and say how to 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -111,3 +113,22 @@ def judge(
         return verdict
 
     return run
+
+
+@pytest.fixture
+def container_events(docker_client: Any) -> Callable[[str, float, float], list[str]]:
+    """Engine events (create, start, destroy, ...) of one pool's containers between two
+    time.time() instants, from the engine's own record."""
+
+    def events(owner: str, since: float, until: float) -> list[str]:
+        while time.time() < int(until) + 1:  # the events API takes whole seconds
+            time.sleep(0.05)
+        found = docker_client.api.events(
+            since=datetime.fromtimestamp(int(since)),
+            until=datetime.fromtimestamp(int(until) + 1),
+            filters={"type": "container", "label": f"{OWNER_LABEL}={owner}"},
+            decode=True,
+        )
+        return [e["Action"] for e in found if since * 1e9 <= e["timeNano"] <= until * 1e9]
+
+    return events
