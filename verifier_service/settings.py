@@ -68,7 +68,14 @@ class SandboxSettings(BaseModel):
     image: str = Field(
         default="verifier-sandbox:latest", description="Image the sandbox runs code in."
     )
-    pool_size: int = Field(default=4, description="Pre-started containers kept warm.")
+    pool_size: int = Field(
+        default=32,
+        description="Pre-started containers kept warm per worker process. A burst of candidates "
+        "no larger than this runs on warm containers only; the pool refills when no candidate "
+        "is in flight, and candidates beyond it wait for a container started for them. Size it "
+        "to about the code candidates of one training step that reach one sandbox worker "
+        "process; an idle warm container holds about 9 MB of host memory (harness + shim).",
+    )
     runtime: str = Field(
         default="auto",
         description="OCI runtime of the sandbox containers: `auto` takes crun when the engine "
