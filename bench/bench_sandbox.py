@@ -6,7 +6,20 @@ CPU, no capabilities, non-root: `isolation_options()`) and the same OCI runtime 
 `auto` resolved once and printed) in a container that serves only that candidate. Prints
 execs/s, p50/p95 latency per mode and the pool / docker-run ratios.
 
-    .venv/bin/python bench/bench_sandbox.py                  # both modes, ~30 s
+Two kinds of load:
+- sustained (modes pool, run, lifecycle): `--concurrency` candidates in flight without pause for
+  `--seconds`; a pool of `--pool-size`. No quiet moment, so the pool starts containers while
+  candidates run and the engine's CPU per container bounds the rate (it defers removing used
+  ones until 64 wait: the pool mode's last 64 are removed after its timing).
+- burst (mode burst): what one RL training step sends. A pool of `--burst` containers is left to
+  fill up and settle, then one batch of `--burst` candidates is judged, `--concurrency` at a
+  time; execs/s = batch size / the batch's wall time. The same batch then runs with a `docker
+  run` each. Also printed: containers the engine created during the pool's batch (0 when the
+  pool serves it from warm containers alone) and the quiet time the pool then took to refill.
+
+    .venv/bin/python bench/bench_sandbox.py                  # pool and docker run, ~30 s
+    .venv/bin/python bench/bench_sandbox.py --mode all       # also lifecycle and burst, ~1 min
+    .venv/bin/python bench/bench_sandbox.py --mode burst --burst 64
     .venv/bin/python bench/bench_sandbox.py --mode all --runtime runc
     .venv/bin/python bench/bench_sandbox.py --mode pool --seconds 20 --concurrency 6
 """
@@ -21,12 +34,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 from tiers.base import Candidate, VerdictStatus
 from tiers.code import pool as pool_module
-from tiers.code.pool import LABEL, SANDBOX_USER
-from tiers.code.sandbox import SandboxTier
+from tiers.code.pool import LABEL, OWNER_LABEL, SANDBOX_USER, SandboxPool
+from tiers.code.sandbox import SandboxConfig, SandboxTier
 from verifier_service.settings import get_settings
 
 PROGRAMS = [
@@ -105,29 +119,93 @@ def drive(run_one: Callable[[int], bool], seconds: float, concurrency: int) -> d
     }
 
 
-def bench_pool(seconds: float, concurrency: int, style: str) -> dict[str, Any]:
+def drive_batch(run_one: Callable[[int], bool], size: int, concurrency: int) -> dict[str, Any]:
+    """Judge one batch of `size` candidates, `concurrency` at a time; execs/s = size / wall
+    time of the whole batch, latency per candidate (from its start to its verdict)."""
+    latencies: list[float] = []
+    wrong = 0
+    lock = threading.Lock()
+
+    def one(i: int) -> None:
+        nonlocal wrong
+        t0 = time.perf_counter()
+        right = run_one(i)
+        dt = time.perf_counter() - t0
+        with lock:
+            latencies.append(dt)
+            wrong += not right
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as ex:
+        list(ex.map(one, range(size)))
+    wall = time.perf_counter() - started
+    return {
+        "executions": size,
+        "wall_s": round(wall, 3),
+        "execs_per_s": round(size / wall, 2),
+        "p50_s": round(statistics.median(latencies), 3),
+        "p95_s": round(percentile(latencies, 0.95), 3),
+        "wrong_verdicts": wrong,
+    }
+
+
+def tier_runner(style: str) -> Callable[[int], bool]:
+    """Judge candidate i through the tier (and so the process's pool); True if it came out right."""
     tier = SandboxTier()
     items = candidates(style)
-    pool = pool_module.get_pool()
-    deadline = time.monotonic() + 30
-    while pool.ready_count() < pool.settings.pool_size and time.monotonic() < deadline:
-        time.sleep(0.1)
+    config = SandboxConfig()
 
     def run_one(i: int) -> bool:
         item, ok = items[i % len(items)]
-        verdict = tier.verify_one(item, tier_config, get_settings().sandbox)
+        verdict = tier.verify_one(item, config, get_settings().sandbox)
         return (verdict.status is VerdictStatus.passed) == ok
 
-    from tiers.code.sandbox import SandboxConfig
+    return run_one
 
-    tier_config = SandboxConfig()
+
+def bench_pool(seconds: float, concurrency: int, style: str) -> dict[str, Any]:
+    run_one = tier_runner(style)
+    pool = pool_module.get_pool()
+    pool.wait_full(30)
     try:
         return drive(run_one, seconds, concurrency)
     finally:
         pool_module.shutdown_pool()
 
 
-def bench_docker_run(seconds: float, concurrency: int, style: str) -> dict[str, Any]:
+def containers_created(pool: SandboxPool, since: float, until: float) -> int:
+    """Containers of `pool` the engine created between two time.time() instants."""
+    while time.time() < int(until) + 1:  # the engine's events API counts whole seconds
+        time.sleep(0.05)
+    events = pool.client.api.events(
+        since=datetime.fromtimestamp(int(since)),
+        until=datetime.fromtimestamp(int(until) + 1),
+        filters={"type": "container", "event": "create", "label": f"{OWNER_LABEL}={pool.owner}"},
+        decode=True,
+    )
+    return sum(since * 1e9 <= e["timeNano"] <= until * 1e9 for e in events)
+
+
+def bench_burst(size: int, concurrency: int, style: str) -> dict[str, Any]:
+    """One batch of `size` candidates on a full, settled pool of `size` warm containers."""
+    run_one = tier_runner(style)
+    pool = pool_module.get_pool()
+    try:
+        if not pool.wait_full(120):
+            raise SystemExit(f"the pool did not fill to {size} warm containers in 120 s")
+        time.sleep(1.0)  # a trainer generates for seconds between steps
+        since = time.time()
+        result = drive_batch(run_one, size, concurrency)
+        until = time.time()
+        refilled = pool.wait_full(120)
+        result["refill_s"] = round(time.time() - until, 2) if refilled else None
+        result["created_during_batch"] = containers_created(pool, since, until)
+        return result
+    finally:
+        pool_module.shutdown_pool()
+
+
+def docker_run_runner(style: str) -> Callable[[int], bool]:
     """The same harness and limits, but a new `docker run` (create, start, wait, rm) each time."""
     settings = get_settings().sandbox
     client = pool_module.check_engine(settings)
@@ -168,7 +246,11 @@ def bench_docker_run(seconds: float, concurrency: int, style: str) -> dict[str, 
         passed = bool(results) and all(e["outcome"] == "passed" for e in results)
         return passed == ok
 
-    return drive(run_one, seconds, concurrency)
+    return run_one
+
+
+def bench_docker_run(seconds: float, concurrency: int, style: str) -> dict[str, Any]:
+    return drive(docker_run_runner(style), seconds, concurrency)
 
 
 def bench_lifecycle(seconds: float, concurrency: int) -> dict[str, Any]:
@@ -188,17 +270,29 @@ def bench_lifecycle(seconds: float, concurrency: int) -> dict[str, Any]:
         pool.shutdown()
 
 
+def ratios(pool: dict[str, Any], run: dict[str, Any]) -> dict[str, float]:
+    return {
+        "execs_per_s": round(pool["execs_per_s"] / run["execs_per_s"], 2),
+        "p50": round(pool["p50_s"] / run["p50_s"], 2),
+        "p95": round(pool["p95_s"] / run["p95_s"], 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--mode",
-        choices=["pool", "run", "lifecycle", "both", "all"],
+        choices=["pool", "run", "lifecycle", "burst", "both", "all"],
         default="both",
-        help="both: pool and docker run; all: also the bare container lifecycle",
+        help="both: sustained pool and docker run; all: also the bare container lifecycle "
+        "and the burst",
     )
-    parser.add_argument("--seconds", type=float, default=12.0, help="measuring time per mode")
+    parser.add_argument("--seconds", type=float, default=12.0, help="sustained: time per mode")
     parser.add_argument("--concurrency", type=int, default=4, help="candidates in flight")
-    parser.add_argument("--pool-size", type=int, default=4, help="warm containers kept ready")
+    parser.add_argument("--pool-size", type=int, default=4, help="sustained: warm containers")
+    parser.add_argument(
+        "--burst", type=int, default=32, help="burst: candidates in the batch and pool size"
+    )
     parser.add_argument("--style", choices=["script", "pytest"], default="script")
     parser.add_argument(
         "--runtime", default=None, help="OCI runtime for every mode; default: the setting (auto)"
@@ -219,27 +313,39 @@ def main() -> None:
         "style": args.style,
         "concurrency": args.concurrency,
         "pool_size": args.pool_size,
+        "burst": args.burst,
     }
     print(f"runtime {sandbox.runtime}, {args.style} tests, concurrency {args.concurrency}, "
-          f"pool size {args.pool_size}, {args.seconds:g} s per mode, {os.cpu_count()} CPUs",
+          f"{os.cpu_count()} CPUs; sustained: pool size {args.pool_size}, {args.seconds:g} s "
+          f"per mode; burst: {args.burst} candidates on a warm pool of {args.burst}",
           flush=True)  # fmt: skip
     if args.mode in ("pool", "both", "all"):
         results["pool"] = bench_pool(args.seconds, args.concurrency, args.style)
-        print("pool      ", json.dumps(results["pool"]), flush=True)
+        print("sustained pool      ", json.dumps(results["pool"]), flush=True)
     if args.mode in ("run", "both", "all"):
         results["docker_run"] = bench_docker_run(args.seconds, args.concurrency, args.style)
-        print("docker run", json.dumps(results["docker_run"]), flush=True)
+        print("sustained docker run", json.dumps(results["docker_run"]), flush=True)
     if args.mode in ("lifecycle", "all"):
         results["lifecycle_only"] = bench_lifecycle(args.seconds, args.concurrency)
-        print("lifecycle ", json.dumps(results["lifecycle_only"]), flush=True)
+        print("sustained lifecycle ", json.dumps(results["lifecycle_only"]), flush=True)
     if "pool" in results and "docker_run" in results:
-        pool, run = results["pool"], results["docker_run"]
-        results["pool_vs_docker_run"] = {
-            "execs_per_s": round(pool["execs_per_s"] / run["execs_per_s"], 2),
-            "p50": round(pool["p50_s"] / run["p50_s"], 2),
-            "p95": round(pool["p95_s"] / run["p95_s"], 2),
-        }
-        print("pool / docker run", json.dumps(results["pool_vs_docker_run"]), flush=True)
+        results["pool_vs_docker_run"] = ratios(results["pool"], results["docker_run"])
+        print("sustained pool / docker run", json.dumps(results["pool_vs_docker_run"]),
+              flush=True)  # fmt: skip
+    if args.mode in ("burst", "all"):
+        settings.sandbox = sandbox.model_copy(update={"pool_size": args.burst})
+        burst = results["burst_pool"] = bench_burst(args.burst, args.concurrency, args.style)
+        print(f"burst of {args.burst}, warm pool     ", json.dumps(burst), flush=True)
+        run = drive_batch(docker_run_runner(args.style), args.burst, args.concurrency)
+        results["burst_docker_run"] = run
+        print(f"burst of {args.burst}, docker run    ", json.dumps(run), flush=True)
+        results["burst_pool_vs_docker_run"] = ratios(burst, run)
+        print("burst pool / docker run", json.dumps(results["burst_pool_vs_docker_run"]),
+              flush=True)  # fmt: skip
+        if "pool" in results:
+            results["burst_vs_sustained_pool"] = ratios(burst, results["pool"])
+            print("burst pool / sustained pool", json.dumps(results["burst_vs_sustained_pool"]),
+                  flush=True)  # fmt: skip
     print(json.dumps(results))
 
 
