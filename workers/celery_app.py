@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import celeryd_after_setup, worker_process_init, worker_process_shutdown
 from kombu.entity import Queue
 
 from verifier_service.settings import Settings, get_settings
@@ -47,6 +49,14 @@ app = make_celery()
 
 from workers import presence  # noqa: E402, F401 - connects the worker presence signals
 
+#: The queues this worker consumes (set in the worker's main process, inherited by its children).
+_consumed: set[str] = set()
+
+
+@celeryd_after_setup.connect
+def _remember_queues(instance: Any = None, **_: Any) -> None:
+    _consumed.update(instance.app.amqp.queues.consume_from or {})
+
 
 @worker_process_init.connect
 def _fresh_connections(**_: Any) -> None:
@@ -54,3 +64,26 @@ def _fresh_connections(**_: Any) -> None:
     from verifier_service.core.db import reset_engine_cache
 
     reset_engine_cache()
+    if "tier.sandbox" in _consumed:
+        # Warm the sandbox pool now, so that the first batch of candidates finds it full;
+        # in a thread, as Celery gives a process only seconds to initialise.
+        threading.Thread(target=_warm_sandbox_pool, name="sandbox-warm", daemon=True).start()
+
+
+@worker_process_shutdown.connect
+def _stop_sandbox_pool(**_: Any) -> None:
+    # Pool processes leave with os._exit: atexit handlers don't run, so remove the containers
+    # of this process's sandbox pool here.
+    if "tier.sandbox" in _consumed:
+        from tiers.code.pool import shutdown_pool
+
+        shutdown_pool()
+
+
+def _warm_sandbox_pool() -> None:
+    try:
+        from tiers.code.pool import get_pool
+
+        get_pool()
+    except Exception:  # the first candidate will meet the same error, as an infra_error verdict
+        logging.getLogger(__name__).exception("could not start the sandbox pool")
