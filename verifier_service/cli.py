@@ -192,7 +192,11 @@ def dev(
         cmd = [*exe, "worker", "--queues", queues, "--name", f"{family}@%h"]
         if family != "fast":
             cmd += ["--concurrency", "1"]
-        children.append(subprocess.Popen(cmd, env=env))
+        child_env = env
+        if family == "sandbox":
+            # A development machine keeps 8 warm sandbox containers unless told otherwise.
+            child_env = {"VERIFIER_SANDBOX__POOL_SIZE": "8", **env}
+        children.append(subprocess.Popen(cmd, env=child_env))
     children.append(subprocess.Popen([*exe, "api", "--port", str(port)], env=env))
     console.print(f"[green]verifier-service[/] on http://{settings.api.host}:{port} (Ctrl-C stops)")
 
