@@ -32,14 +32,15 @@ def _process_tree(pid: int) -> set[int]:
     return {root.pid, *(child.pid for child in root.children(recursive=True))}
 
 
+def _with_pool_size(live: Service, pool_size: int) -> Service:
+    """The live service's settings with another pool size, for workers of the test's own."""
+    env = {**live.env, "VERIFIER_SANDBOX__POOL_SIZE": str(pool_size)}
+    return replace(live, env=env, processes={}, logs={})
+
+
 @pytest.fixture(scope="module")
 def sandbox_worker(live_service: Service) -> Iterator[Service]:
-    service = replace(
-        live_service,
-        env={**live_service.env, "VERIFIER_SANDBOX__POOL_SIZE": "4"},
-        processes={},
-        logs={},
-    )
+    service = _with_pool_size(live_service, 4)
     service.start_worker("sandbox", "tier.sandbox", concurrency=1)
     yield service
     service.stop_all()
@@ -75,12 +76,7 @@ def test_code_items_are_scored_by_their_tests(sandbox_worker: Service) -> None:
 
 
 def test_stopped_worker_leaves_no_container(live_service: Service) -> None:
-    service = replace(
-        live_service,
-        env={**live_service.env, "VERIFIER_SANDBOX__POOL_SIZE": "2"},
-        processes={},
-        logs={},
-    )
+    service = _with_pool_size(live_service, 2)
     service.start_worker("sandbox-stop", "tier.sandbox", concurrency=1)
     pids = _process_tree(service.processes["sandbox-stop"].pid)
     client = docker.from_env()
