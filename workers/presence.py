@@ -5,6 +5,7 @@ tasks wait on a queue nobody serves."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import redis
@@ -31,6 +32,19 @@ def workers_per_queue(client: redis.Redis, queues: list[str]) -> dict[str, int]:
     for queue in queues:
         out[queue] = sum(1 for _ in client.scan_iter(match=f"{PREFIX}{queue}:*", count=100))
     return out
+
+
+_live_cache: dict[str, tuple[float, int]] = {}
+
+
+def live_workers(client: redis.Redis, queue: str, max_age_s: float = 5.0) -> int:
+    """Live workers on a queue, as seen at most `max_age_s` ago by this process."""
+    now = time.monotonic()
+    seen = _live_cache.get(queue)
+    if seen is None or now - seen[0] > max_age_s:
+        seen = (now, workers_per_queue(client, [queue])[queue])
+        _live_cache[queue] = seen
+    return seen[1]
 
 
 class Heartbeat:

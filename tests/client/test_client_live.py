@@ -13,6 +13,7 @@ from verifier_service.client import (
     AsyncVerifierClient,
     ConflictError,
     InvalidRequestError,
+    JobTimeoutError,
     NotFoundError,
     RetryPolicy,
     RewardStatus,
@@ -145,3 +146,16 @@ def test_async_client_scores_batches_concurrently(live_service: Any) -> None:
 
     rewards = asyncio.run(main())
     assert [r.value == 0.0 for r in rewards] == [False, True, False]
+
+
+def test_wait_timeout_says_which_queue_has_no_worker(client: VerifierClient) -> None:
+    # No worker consumes tier.hifi in this test session's live service.
+    name = f"client-dft-{uuid.uuid4().hex[:6]}"
+    client.create_policy(
+        f"name: {name}\n"
+        "ladders: {molecule: [{tier: chem.fast}, {tier: chem.dft}]}\n"
+        "reward: {molecule: {components: [{name: qed, tier: chem.fast, component: qed}]}}\n"
+    )
+    job = client.submit([unique_mol()], policy=name, deadline_s=5)
+    with pytest.raises(JobTimeoutError, match=r"no live worker consumes its queue 'tier\.hifi'"):
+        client.wait(job.id, timeout_s=1)

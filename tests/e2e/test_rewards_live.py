@@ -98,3 +98,31 @@ def test_readyz_checks_database_and_broker(live_service: Service) -> None:
     with live_service.client() as client:
         body = client.get("/readyz").json()
     assert body == {"ready": True, "checks": {"database": "ok", "broker": "ok"}}
+
+
+def test_items_waiting_on_a_queue_without_workers_are_named(live_service: Service) -> None:
+    # No worker consumes tier.hifi here: the DFT step can only end by the job's deadline.
+    qed = {"name": "qed", "tier": "chem.fast", "component": "qed"}
+    policy = {
+        "name": f"needs-dft-{uuid.uuid4().hex[:6]}",
+        "ladders": {"molecule": [{"tier": "chem.fast"}, {"tier": "chem.dft"}]},
+        "reward": {"molecule": {"components": [qed]}},
+    }
+    item = {"kind": "molecule", "payload": {"smiles": "CCOC(=O)C"}}
+    with live_service.client() as client:
+        assert client.post("/v1/policies", json={"document": policy}).status_code == 201
+        body = {"policy": policy["name"], "items": [item], "wait_s": 1, "deadline_s": 4}
+        response = client.post("/v1/rewards", json=body)
+        assert response.status_code == 202
+        (warning,) = response.json()["warnings"]
+        assert "chem.dft" in warning
+        assert "'tier.hifi'" in warning
+        deadline = time.monotonic() + 30
+        job = client.get(response.headers["location"]).json()
+        while job["status"] != "completed" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            job = client.get(response.headers["location"]).json()
+    assert job["status"] == "completed"
+    assert job["warnings"] == []
+    assert job["items"][0]["reward"]["status"] == "scored"
+    assert "deadline" in job["items"][0]["reward"]["reason"]

@@ -127,7 +127,8 @@ class VerifierClient:
             if deadline is not None and time.monotonic() + interval > deadline:
                 raise JobTimeoutError(
                     f"job {job_id} still running after {timeout_s:g} s "
-                    f"({job.n_done}/{job.n_items} items done)",
+                    f"({job.n_done}/{job.n_items} items done)"
+                    + "".join(f"; {warning}" for warning in job.warnings),
                     job_id=job_id,
                 )
             time.sleep(interval)

@@ -223,3 +223,8 @@ class JobOut(BaseModel):
     n_items: int
     n_done: int
     items: list[ItemOut]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What keeps a running job from finishing that the caller should know, "
+        "e.g. items waiting on a queue that no live worker consumes.",
+    )

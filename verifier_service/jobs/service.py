@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
 from tiers.base import stable_json
+from tiers.registry import get_tier
 from verifier_service.core.db import utcnow
 from verifier_service.core.errors import ConflictError, InvalidRequestError, NotFoundError
+from verifier_service.core.notify import sync_client
 from verifier_service.jobs import repository
 from verifier_service.jobs.models import Item, Job, new_id
 from verifier_service.jobs.schemas import (
@@ -29,6 +32,8 @@ from verifier_service.ladder.repository import verdicts_for
 from verifier_service.ladder.service import LadderPass, LadderResult
 from verifier_service.policies.schemas import PolicyDocument
 from verifier_service.policies.service import resolve
+from verifier_service.settings import get_settings
+from workers.presence import live_workers
 
 
 @dataclass
@@ -175,7 +180,32 @@ def job_out(session: Session, job_id: str) -> JobOut:
     if job is None:
         raise NotFoundError(f"no job with id {job_id!r}")
     items = repository.items_of(session, job_id)
-    return job_out_of(job, items, verdicts_for(session, [i.id for i in items]))
+    out = job_out_of(job, items, verdicts_for(session, [i.id for i in items]))
+    out.warnings = _stalls(session, job, items)
+    return out
+
+
+def _stalls(session: Session, job: Job, items: Sequence[Item]) -> list[str]:
+    """A line for each tier whose queue holds items of this job but has no live worker."""
+    running = Counter(
+        resolve(session, job.policy_name, job.policy_version)
+        .document.ladder_for(i.kind)[i.step]
+        .tier
+        for i in items
+        if i.state == "running"
+    )
+    if not running:
+        return []
+    try:
+        client = sync_client(get_settings().broker_url)
+        idle = {t for t in running if live_workers(client, get_tier(t).queue) == 0}
+    except RedisError:  # the broker is away: /readyz says so; nothing to add here
+        return []
+    return [
+        f"{running[t]} item(s) wait on tier {t}, and no live worker consumes its queue "
+        f"{get_tier(t).queue!r}: they finish once one starts (or at the job's deadline)"
+        for t in sorted(idle)
+    ]
 
 
 def job_out_of(
