@@ -87,65 +87,63 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+class Tally:
+    """Latency and correctness of judged candidates, shared by the driving threads."""
+
+    def __init__(self, run_one: Callable[[int], bool]) -> None:
+        self.run_one = run_one
+        self.latencies: list[float] = []
+        self.wrong = 0
+        self._lock = threading.Lock()
+
+    def judge(self, i: int) -> None:
+        t0 = time.perf_counter()
+        right = self.run_one(i)
+        dt = time.perf_counter() - t0
+        with self._lock:
+            self.latencies.append(dt)
+            self.wrong += not right
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "p50_s": round(statistics.median(self.latencies), 3),
+            "p95_s": round(percentile(self.latencies, 0.95), 3),
+            "wrong_verdicts": self.wrong,
+        }
+
+
 def drive(run_one: Callable[[int], bool], seconds: float, concurrency: int) -> dict[str, Any]:
     """Call run_one from `concurrency` threads for `seconds`; execs/s and latency percentiles."""
-    latencies: list[float] = []
-    wrong = 0
-    lock = threading.Lock()
+    tally = Tally(run_one)
     stop_at = time.monotonic() + seconds
 
     def worker(seed: int) -> None:
-        nonlocal wrong
         i = seed
         while time.monotonic() < stop_at:
-            t0 = time.perf_counter()
-            right = run_one(i)
-            dt = time.perf_counter() - t0
-            with lock:
-                latencies.append(dt)
-                wrong += not right
+            tally.judge(i)
             i += concurrency
 
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=concurrency) as ex:
         list(ex.map(worker, range(concurrency)))
     elapsed = time.monotonic() - started
-    return {
-        "executions": len(latencies),
-        "execs_per_s": round(len(latencies) / elapsed, 2),
-        "p50_s": round(statistics.median(latencies), 3),
-        "p95_s": round(percentile(latencies, 0.95), 3),
-        "wrong_verdicts": wrong,
-    }
+    n = len(tally.latencies)
+    return {"executions": n, "execs_per_s": round(n / elapsed, 2), **tally.figures()}
 
 
 def drive_batch(run_one: Callable[[int], bool], size: int, concurrency: int) -> dict[str, Any]:
     """Judge one batch of `size` candidates, `concurrency` at a time; execs/s = size / wall
     time of the whole batch, latency per candidate (from its start to its verdict)."""
-    latencies: list[float] = []
-    wrong = 0
-    lock = threading.Lock()
-
-    def one(i: int) -> None:
-        nonlocal wrong
-        t0 = time.perf_counter()
-        right = run_one(i)
-        dt = time.perf_counter() - t0
-        with lock:
-            latencies.append(dt)
-            wrong += not right
-
+    tally = Tally(run_one)
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=concurrency) as ex:
-        list(ex.map(one, range(size)))
+        list(ex.map(tally.judge, range(size)))
     wall = time.perf_counter() - started
     return {
         "executions": size,
         "wall_s": round(wall, 3),
         "execs_per_s": round(size / wall, 2),
-        "p50_s": round(statistics.median(latencies), 3),
-        "p95_s": round(percentile(latencies, 0.95), 3),
-        "wrong_verdicts": wrong,
+        **tally.figures(),
     }
 
 
