@@ -110,13 +110,15 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _sweep_outbox(every_s: float, grace_s: float) -> None:
-    """Send ladder work that was committed but never reached the broker, forever."""
-    from workers.dispatch import sweep
+    """Forever: send ladder work that was committed but never reached the broker, and finish
+    jobs whose deadline passed without their expiry message arriving."""
+    from workers.dispatch import expire_overdue, sweep
 
     while True:
         await asyncio.sleep(every_s)
         try:
             await run_in_threadpool(sweep, grace_s)
+            await run_in_threadpool(expire_overdue)
         except Exception:  # the database may be away for a moment; try again next round
             log.exception("outbox sweep failed")
 

@@ -112,3 +112,20 @@ def sweep(grace_s: float, limit: int = 500) -> int:
             outbox.forget(session, sent)
         log.info("outbox swept", sent=len(sent))
     return len(sent)
+
+
+def expire_overdue(limit: int = 100) -> int:
+    """Finish running jobs whose deadline passed; how many. The safety net under the deadline's
+    delayed broker message, which a broker restart without persistence loses."""
+    from verifier_service.jobs.repository import overdue_job_ids
+    from verifier_service.ladder.service import expire_job
+
+    with transaction() as session:
+        overdue = overdue_job_ids(session, utcnow(), limit)
+    for job_id in overdue:
+        with transaction() as session:
+            outgoing = stage(session, expire_job(session, job_id))
+        deliver(outgoing)
+    if overdue:
+        log.info("expired overdue jobs", jobs=len(overdue))
+    return len(overdue)

@@ -89,3 +89,37 @@ def test_work_stored_while_the_broker_is_down_is_sent_when_it_is_back(
     assert job["status"] == "completed", service.log_tail("api")
     assert [item["reward"]["status"] for item in job["items"]] == ["scored"] * 8
     assert "broker unavailable" in service.log_tail("api", 20000)
+
+
+def test_deadline_holds_when_its_broker_message_is_lost(
+    flaky_broker_service: tuple[Service, RedisServer],
+) -> None:
+    service, broker = flaky_broker_service
+    qed = {"name": "qed", "tier": "chem.fast", "component": "qed"}
+    policy = {
+        "name": "needs-dft",
+        "ladders": {"molecule": [{"tier": "chem.fast"}, {"tier": "chem.dft"}]},
+        "reward": {"molecule": {"components": [qed]}},
+    }
+    with service.client() as client:
+        assert client.post("/v1/policies", json={"document": policy}).status_code == 201
+        body = {
+            "policy": "needs-dft",
+            "items": [{"kind": "molecule", "payload": {"smiles": "CCOC(=O)CC"}}],
+            "deadline_s": 3,
+        }
+        location = client.post("/v1/rewards", json=body).headers["location"]
+        # The worker holding the delayed expiry message dies, and the broker restarts empty:
+        # no worker and no message will ever expire this job.
+        time.sleep(1)
+        service.stop("worker", sig=9)
+        redis.Redis(port=broker.port).flushall()
+        deadline = time.monotonic() + 30
+        job = client.get(location).json()
+        while job["status"] != "completed" and time.monotonic() < deadline:
+            time.sleep(0.3)
+            job = client.get(location).json()
+    assert job["status"] == "completed", service.log_tail("api")
+    reward = job["items"][0]["reward"]
+    assert reward["status"] == "scored"
+    assert "deadline" in reward["reason"]

@@ -20,7 +20,10 @@ class Job(Base):
     """One submission: its items, the policy version it runs under, and its progress."""
 
     __tablename__ = "jobs"
-    __table_args__ = (UniqueConstraint("principal", "idempotency_key", name="uq_jobs_idem"),)
+    __table_args__ = (
+        UniqueConstraint("principal", "idempotency_key", name="uq_jobs_idem"),
+        Index("ix_jobs_status_deadline", "status", "deadline_at"),
+    )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
