@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
@@ -108,3 +108,26 @@ class Stopwatch:
         """The measured cost split evenly over `share` items."""
         share = max(share, 1)
         return Cost(cpu_s=self.cpu_s / share, wall_s=self.wall_s / share)
+
+
+def judge_one(tier: str, version: str, verify: Callable[[], Verdict]) -> Verdict:
+    """One item's verdict, measured and guarded.
+
+    Its cost is this process's wall and CPU time for `verify` plus whatever CPU the verdict
+    already reports (a child process's, which this process's clock does not see). An exception
+    becomes an error verdict (reason internal_error): a bug never loses the rest of the batch.
+    """
+    watch = Stopwatch()
+    with watch.measure():
+        try:
+            verdict = verify()
+        except Exception as exc:
+            verdict = Verdict(
+                status=VerdictStatus.error,
+                reason="internal_error",
+                feedback=f"{tier} failed on this item: {type(exc).__name__}: {exc}",
+                tier=tier,
+                tier_version=version,
+            )
+    verdict.cost = Cost(cpu_s=watch.cpu_s + verdict.cost.cpu_s, wall_s=watch.wall_s)
+    return verdict

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, ClassVar
 
 from jsonschema import Draft202012Validator, SchemaError
@@ -11,7 +11,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tiers.base import Candidate, Stopwatch, Verdict, VerdictStatus, stable_json
+from tiers.base import Candidate, Verdict, VerdictStatus, judge_one, stable_json
 
 MAX_REPORTED_ERRORS = 20
 
@@ -79,14 +79,10 @@ class SchemaTier:
 
     def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
         default_schema = config.get("schema")
-        verdicts = []
-        for item in items:
-            watch = Stopwatch()
-            with watch.measure():
-                verdict = self._verify(item, default_schema)
-            verdict.cost = watch.cost()
-            verdicts.append(verdict)
-        return verdicts
+        return [
+            judge_one(self.name, self.version, partial(self._verify, item, default_schema))
+            for item in items
+        ]
 
     def _verdict(self, **fields: Any) -> Verdict:
         return Verdict(tier=self.name, tier_version=self.version, **fields)

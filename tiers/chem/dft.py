@@ -19,6 +19,7 @@ import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 from pydantic import (
@@ -31,7 +32,7 @@ from pydantic import (
 )
 from rdkit import Chem, rdBase
 
-from tiers.base import Candidate, Cost, Stopwatch, Verdict, VerdictStatus
+from tiers.base import Candidate, Cost, Verdict, VerdictStatus, judge_one
 from tiers.chem.conformers import ForceFieldName, Geometry, embed_and_minimise
 from tiers.chem.molecule import (
     FragmentPolicy,
@@ -233,23 +234,10 @@ class ChemDftTier:
     def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
         """One verdict per item, each from its own capped child process."""
         cfg = parse_config(config)
-        verdicts: list[Verdict] = []
-        for item in items:
-            watch = Stopwatch()
-            with watch.measure():
-                try:
-                    verdict = self._verify_one(item, cfg)
-                except Exception as exc:  # a bug of ours must not lose the batch
-                    verdict = self._verdict(
-                        VerdictStatus.error,
-                        reason="internal_error",
-                        feedback=f"chem.dft failed: {type(exc).__name__}: {exc}",
-                    )
-            cost = watch.cost()
-            cost.cpu_s += verdict.cost.cpu_s  # the child's CPU is not in this process's clock
-            verdict.cost = cost
-            verdicts.append(verdict)
-        return verdicts
+        return [
+            judge_one(self.name, self.version, partial(self._verify_one, item, cfg))
+            for item in items
+        ]
 
     def _verify_one(self, item: Candidate, cfg: ChemDftConfig) -> Verdict:
         """The verdict; its cost holds the CPU seconds of its DFT child, if one ran."""

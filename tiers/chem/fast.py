@@ -10,14 +10,14 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from rdkit import Chem, DataStructs, rdBase
 from rdkit.Chem import QED, rdFingerprintGenerator, rdMolDescriptors
 
-from tiers.base import Candidate, Stopwatch, Verdict, VerdictStatus, stable_json
+from tiers.base import Candidate, Verdict, VerdictStatus, judge_one, stable_json
 from tiers.chem.alerts import AlertCatalog, AlertHit, catalog_hits, compile_smarts
 from tiers.chem.molecule import (
     FragmentPolicy,
@@ -341,25 +341,12 @@ class ChemFastTier:
     def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
         """One verdict per item, in order; bad molecules are failed verdicts, never exceptions."""
         prepared = _prepare(stable_json(dict(config)))
-        verdicts: list[Verdict] = []
         # RDKit logs every parse error to stderr; capture (and drop) it for the whole batch.
         with rdBase.CaptureErrorLog():
-            for item in items:
-                watch = Stopwatch()
-                with watch.measure():
-                    try:
-                        verdict = self._verify_one(item, prepared)
-                    except Exception as exc:  # a bug of ours must not lose the batch
-                        verdict = Verdict(
-                            status=VerdictStatus.error,
-                            reason="internal_error",
-                            feedback=f"chem.fast failed on this item: {type(exc).__name__}: {exc}",
-                            tier=self.name,
-                            tier_version=self.version,
-                        )
-                verdict.cost = watch.cost()
-                verdicts.append(verdict)
-        return verdicts
+            return [
+                judge_one(self.name, self.version, partial(self._verify_one, item, prepared))
+                for item in items
+            ]
 
     def _verify_one(self, item: Candidate, prep: _Prepared) -> Verdict:
         cfg = prep.config

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tiers.base import Candidate, Cost, Stopwatch, Verdict, VerdictStatus, stable_json
+from tiers.base import Candidate, Cost, Verdict, VerdictStatus, judge_one, stable_json
 from tiers.code.pool import (
     RunOutcome,
     SandboxInfraError,
@@ -279,11 +279,13 @@ class SandboxTier:
 
     def verify_one(self, item: Candidate, cfg: SandboxConfig, settings: SandboxSettings) -> Verdict:
         """Judge one item; every problem becomes a verdict with a reason."""
-        watch = Stopwatch()
-        with watch.measure():
-            verdict, cpu_s = self._judge(item, cfg, settings)
-        verdict.cost = Cost(cpu_s=cpu_s + watch.cpu_s, wall_s=watch.wall_s)
-        return verdict
+
+        def judge() -> Verdict:
+            verdict, container_cpu_s = self._judge(item, cfg, settings)
+            verdict.cost = Cost(cpu_s=container_cpu_s)  # judge_one adds this process's time
+            return verdict
+
+        return judge_one(self.name, self.version, judge)
 
     # -- internals ---------------------------------------------------------------------------
 
