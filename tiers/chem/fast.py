@@ -24,6 +24,7 @@ from tiers.chem.molecule import (
     ParsedMolecule,
     candidate_smiles,
     canonical_or_raw,
+    fmt,
     parse_smiles,
     reference_smiles,
 )
@@ -317,10 +318,6 @@ def _invalid_verdict(parsed: ParsedMolecule) -> Verdict:
     )
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.4g}"
-
-
 class ChemFastTier:
     """RDKit validity, rules, alerts and properties of a molecule (~1 ms)."""
 
@@ -479,14 +476,14 @@ class ChemFastTier:
                 problems.append(
                     (
                         f"out_of_range:{comp}",
-                        f"{comp} = {_fmt(value)} is outside [{_fmt(low)}, {_fmt(high)}].",
+                        f"{comp} = {fmt(value)} is outside [{fmt(low)}, {fmt(high)}].",
                     )
                 )
 
         summary = (
-            f"Canonical SMILES {parsed.smiles}. QED {_fmt(components['qed'])}, "
-            f"SA {_fmt(components['sa_score'])}, MW {_fmt(components['mw'])}, "
-            f"logP {_fmt(components['logp'])}, TPSA {_fmt(components['tpsa'])}."
+            f"Canonical SMILES {parsed.smiles}. QED {fmt(components['qed'])}, "
+            f"SA {fmt(components['sa_score'])}, MW {fmt(components['mw'])}, "
+            f"logP {fmt(components['logp'])}, TPSA {fmt(components['tpsa'])}."
         )
         alert_text = (
             "Structural alerts: " + "; ".join(hit_lines) + "."
@@ -508,7 +505,7 @@ class ChemFastTier:
         components["passed"] = 1.0
         score = components["qed"] * penalty
         if penalty < 1.0:
-            notes.append(f"Score QED x alert penalty {_fmt(penalty)}.")
+            notes.append(f"Score QED x alert penalty {fmt(penalty)}.")
         return Verdict(
             status=VerdictStatus.passed,
             score=min(max(score, 0.0), 1.0),

@@ -138,3 +138,8 @@ def canonical_or_raw(text: str | None) -> str:
     if mol is None or mol.GetNumAtoms() == 0:
         return text
     return str(Chem.MolToSmiles(mol))
+
+
+def fmt(value: float) -> str:
+    """A number as chemistry feedback shows it: four significant digits."""
+    return f"{value:.4g}"

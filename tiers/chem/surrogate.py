@@ -22,6 +22,7 @@ from tiers.chem.molecule import (
     ParsedMolecule,
     candidate_smiles,
     canonical_or_raw,
+    fmt,
     parse_smiles,
 )
 from tiers.chem.surrogate_model import SurrogateModel, SurrogateModelError
@@ -90,10 +91,6 @@ def parse_config(config: Mapping[str, Any]) -> ChemSurrogateConfig:
         return ChemSurrogateConfig.model_validate(dict(config))
     except ValidationError as exc:
         raise ValueError(f"invalid chem.surrogate config: {exc}") from exc
-
-
-def _fmt(value: float) -> str:
-    return f"{value:.4g}"
 
 
 class ChemSurrogateTier:
@@ -254,8 +251,8 @@ class ChemSurrogateTier:
                 components["model_std"] = std
             model = self._model
             target = model.target if model is not None else "value"
-            spread = f" +/- {_fmt(std)}" if std is not None else ""
-            feedback.append(f"Surrogate predicts {target} = {_fmt(mean)}{spread}.")
+            spread = f" +/- {fmt(std)}" if std is not None else ""
+            feedback.append(f"Surrogate predicts {target} = {fmt(mean)}{spread}.")
 
         geometry: Geometry | None = None
         if cfg.forcefield:
@@ -292,7 +289,7 @@ class ChemSurrogateTier:
                 else ""
             )
             feedback.append(
-                f"{geometry.force_field}{fallback}: strain {_fmt(geometry.strain_kcal)} kcal/mol "
+                f"{geometry.force_field}{fallback}: strain {fmt(geometry.strain_kcal)} kcal/mol "
                 f"over {len(geometry.energies)} conformers."
             )
 
@@ -332,7 +329,7 @@ class ChemSurrogateTier:
                 components.update({f"xtb_charge_{k}": q for k, q in enumerate(xtb.charges)})
             feedback.append(
                 f"{cfg.xtb_method}: E = {xtb.energy_hartree:.6f} Eh, HOMO-LUMO gap "
-                f"{_fmt(xtb.gap_ev)} eV, dipole {_fmt(xtb.dipole_debye)} D."
+                f"{fmt(xtb.gap_ev)} eV, dipole {fmt(xtb.dipole_debye)} D."
             )
 
         use_model = prediction is not None and cfg.score in {"auto", "model"}
@@ -350,7 +347,7 @@ class ChemSurrogateTier:
             and geometry is not None
             and geometry.strain_kcal > cfg.max_strain_kcal
         ):
-            feedback.append(f"Strain exceeds the limit of {_fmt(cfg.max_strain_kcal)} kcal/mol.")
+            feedback.append(f"Strain exceeds the limit of {fmt(cfg.max_strain_kcal)} kcal/mol.")
             return self._verdict(
                 VerdictStatus.failed,
                 score=0.0,
