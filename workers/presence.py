@@ -1,6 +1,6 @@
-"""Which queues have a live worker: each worker keeps a short-lived Redis key per queue it
-consumes, refreshed by a heartbeat, so that the API can tell operators (GET /v1/tiers) that
-tasks wait on a queue nobody serves."""
+"""Which queues have a live worker: each worker keeps its name in a Redis sorted set per queue
+it consumes, scored by when its heartbeat runs out, so that the API can tell operators
+(GET /v1/tiers) and callers (a job's warnings) that tasks wait on a queue nobody serves."""
 
 from __future__ import annotations
 
@@ -17,21 +17,22 @@ from verifier_service.settings import get_settings
 
 log = structlog.get_logger(__name__)
 
-PREFIX = "verifier:worker:"
+PREFIX = "verifier:workers:"
 HEARTBEAT_S = 5.0
 TTL_S = 15
 
 
-def _key(queue: str, node: str) -> str:
-    return f"{PREFIX}{queue}:{node}"
+def _key(queue: str) -> str:
+    return f"{PREFIX}{queue}"
 
 
 def workers_per_queue(client: redis.Redis, queues: list[str]) -> dict[str, int]:
-    """How many live workers consume each queue."""
-    out = {}
+    """How many live workers consume each queue (one round trip)."""
+    pipe = client.pipeline(transaction=False)
+    now = time.time()
     for queue in queues:
-        out[queue] = sum(1 for _ in client.scan_iter(match=f"{PREFIX}{queue}:*", count=100))
-    return out
+        pipe.zcount(_key(queue), now, "+inf")
+    return {queue: int(n) for queue, n in zip(queues, pipe.execute(), strict=True)}
 
 
 _live_cache: dict[str, tuple[float, int]] = {}
@@ -63,18 +64,22 @@ class Heartbeat:
         self._stop.set()
         self._thread.join(timeout=HEARTBEAT_S)
         try:
-            sync_client(get_settings().broker_url).delete(
-                *(_key(q, self.node) for q in self.queues)
-            )
+            pipe = sync_client(get_settings().broker_url).pipeline(transaction=False)
+            for queue in self.queues:
+                pipe.zrem(_key(queue), self.node)
+            pipe.execute()
         except redis.RedisError:
-            pass  # the keys expire on their own
+            pass  # the entries run out on their own
 
     def _run(self) -> None:
         while True:
             try:
                 pipe = sync_client(get_settings().broker_url).pipeline(transaction=False)
+                now = time.time()
                 for queue in self.queues:
-                    pipe.set(_key(queue, self.node), "1", ex=TTL_S)
+                    pipe.zadd(_key(queue), {self.node: now + TTL_S})
+                    pipe.zremrangebyscore(_key(queue), "-inf", now)  # workers that died
+                    pipe.expire(_key(queue), 2 * TTL_S)
                 pipe.execute()
             except redis.RedisError as exc:
                 log.warning("presence heartbeat failed", error=str(exc))
