@@ -85,6 +85,8 @@ class LadderPass:
         self._queue: deque[Item] = deque()
         self._queued: set[str] = set()
         self._items: dict[str, Item] = {}
+        # Cache key and candidate of each item this pass sent to a tier (for run_here).
+        self._sent: dict[str, tuple[str, Candidate]] = {}
         self._ledger: dict[tuple[str, int], CostLedgerEntry] = {}
 
     # ------------------------------------------------------------------ entry points
@@ -121,7 +123,11 @@ class LadderPass:
             for work in here:
                 items = [self._items[i] for i in work.item_ids]
                 config = dict(self.doc.ladder_for(work.kind)[work.step].config)
-                run = tier_run(self.job.id, work.tier, work.kind, work.step, config, items)
+                run = TierRun(self.job.id, work.tier, work.kind, work.step, config)
+                for item in items:  # keyed when _climb looked the cache up: no second parse
+                    key, candidate = self._sent[item.id]
+                    run.keys[item.id] = key
+                    run.candidates.setdefault(key, candidate)
                 keys = list(run.candidates)
                 verdicts = run_tier(work.tier, [run.candidates[k] for k in keys], run.config)
                 ledger = {
@@ -252,6 +258,7 @@ class LadderPass:
             if over is not None:
                 return self._finish(item, stop=over)
             self._charge(item, step.tier, tier.cost_class, cached=False, audit=decision == "audit")
+            self._sent[item.id] = (key, candidate)
             item.state = "running"
             self._dispatch[(step.tier, item.kind, item.step)].append(item.id)
             return None
