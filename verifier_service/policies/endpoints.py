@@ -17,6 +17,7 @@ from verifier_service.policies.api_schemas import (
     ReplayIn,
     ValidationOut,
 )
+from verifier_service.policies.models import PolicyVersionRecord
 from verifier_service.policies.replay import ReplayReport, replay, stored_items
 from verifier_service.policies.schemas import POLICY_NAME_PATTERN
 
@@ -68,14 +69,19 @@ def get_policy(name: PolicyName, session: SessionDep, _: OperatorPrincipal) -> P
     return _summary(session, name)
 
 
+def _version(session: SessionDep, name: str, version: int) -> PolicyVersionRecord:
+    record = repository.get_version(session, name, version)
+    if record is None:
+        raise NotFoundError(f"policy {name!r} has no version {version}")
+    return record
+
+
 @router.get("/{name}/versions/{version}")
 def get_policy_version(
     name: PolicyName, version: VersionNumber, session: SessionDep, _: OperatorPrincipal
 ) -> PolicyVersionOut:
     """One stored version of a policy document."""
-    record = repository.get_version(session, name, version)
-    if record is None:
-        raise NotFoundError(f"policy {name!r} has no version {version}")
+    record = _version(session, name, version)
     policy = repository.get_policy(session, name)
     active = policy is not None and policy.active_version == version
     return PolicyVersionOut.from_record(record, active=active)
@@ -86,8 +92,7 @@ def activate_policy_version(
     name: PolicyName, version: VersionNumber, session: SessionDep, _: OperatorPrincipal
 ) -> PolicySummary:
     """Make a stored version the one new jobs run under."""
-    if repository.get_version(session, name, version) is None:
-        raise NotFoundError(f"policy {name!r} has no version {version}")
+    _version(session, name, version)
     repository.set_active(session, name, version)
     return _summary(session, name)
 
@@ -97,8 +102,7 @@ def get_policy_version_cost(
     name: PolicyName, version: VersionNumber, session: SessionDep, _: OperatorPrincipal
 ) -> CostReport:
     """Cost per tier, cache hits, escalations and savings of every job run under a version."""
-    if repository.get_version(session, name, version) is None:
-        raise NotFoundError(f"policy {name!r} has no version {version}")
+    _version(session, name, version)
     return policy_version_cost(session, name, version)
 
 
