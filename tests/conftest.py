@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -131,6 +132,16 @@ class Service:
     def stop_all(self) -> None:
         for name in list(self.processes):
             self.stop(name)
+
+
+def poll_job(client: httpx.Client, location: str, timeout: float) -> dict[str, Any]:
+    """GET a job until it completes or `timeout` runs out; the job as last seen."""
+    deadline = time.monotonic() + timeout
+    job: dict[str, Any] = client.get(location).json()
+    while job["status"] != "completed" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        job = client.get(location).json()
+    return job
 
 
 def wait_ready(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from conftest import Service, free_port, start_service
+from conftest import Service, free_port, poll_job, start_service
 
 
 class RedisServer:
@@ -81,11 +81,7 @@ def test_work_stored_while_the_broker_is_down_is_sent_when_it_is_back(
         assert client.get(location).json()["status"] == "running"
 
         broker.start()
-        deadline = time.monotonic() + 60
-        job = client.get(location).json()
-        while job["status"] != "completed" and time.monotonic() < deadline:
-            time.sleep(0.3)
-            job = client.get(location).json()
+        job = poll_job(client, location, timeout=60)
     assert job["status"] == "completed", service.log_tail("api")
     assert [item["reward"]["status"] for item in job["items"]] == ["scored"] * 8
     assert "broker unavailable" in service.log_tail("api", 20000)
@@ -114,11 +110,7 @@ def test_deadline_holds_when_its_broker_message_is_lost(
         time.sleep(1)
         service.stop("worker", sig=9)
         redis.Redis(port=broker.port).flushall()
-        deadline = time.monotonic() + 30
-        job = client.get(location).json()
-        while job["status"] != "completed" and time.monotonic() < deadline:
-            time.sleep(0.3)
-            job = client.get(location).json()
+        job = poll_job(client, location, timeout=30)
     assert job["status"] == "completed", service.log_tail("api")
     reward = job["items"][0]["reward"]
     assert reward["status"] == "scored"

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
-from conftest import Service
+from conftest import Service, poll_job
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 README_REQUEST = {
@@ -60,12 +59,7 @@ def test_without_wait_returns_202_then_polling_gives_rewards(live_service: Servi
         assert response.status_code == 202
         location = response.headers["location"]
         assert location == f"/v1/jobs/{response.json()['id']}"
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            job = client.get(location).json()
-            if job["status"] == "completed":
-                break
-            time.sleep(0.1)
+        job = poll_job(client, location, timeout=20)
     assert job["status"] == "completed"
     assert job["items"][0]["reward"]["status"] == "scored"
     assert job["items"][0]["reward"]["value"] > 0
@@ -117,11 +111,7 @@ def test_items_waiting_on_a_queue_without_workers_are_named(live_service: Servic
         (warning,) = response.json()["warnings"]
         assert "chem.dft" in warning
         assert "'tier.hifi'" in warning
-        deadline = time.monotonic() + 30
-        job = client.get(response.headers["location"]).json()
-        while job["status"] != "completed" and time.monotonic() < deadline:
-            time.sleep(0.2)
-            job = client.get(response.headers["location"]).json()
+        job = poll_job(client, response.headers["location"], timeout=30)
     assert job["status"] == "completed"
     assert job["warnings"] == []
     assert job["items"][0]["reward"]["status"] == "scored"

@@ -6,7 +6,7 @@ import signal
 import time
 from pathlib import Path
 
-from conftest import Service
+from conftest import Service, poll_job
 from rdkit import RDConfig
 
 
@@ -34,11 +34,7 @@ def test_job_completes_after_worker_is_killed_mid_task(live_service: Service) ->
         assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "running"
 
         live_service.start_worker("worker", "ladder,tier.fast,callbacks,review")
-        deadline = time.monotonic() + 90
-        job = client.get(f"/v1/jobs/{job_id}").json()
-        while job["status"] != "completed" and time.monotonic() < deadline:
-            time.sleep(0.5)
-            job = client.get(f"/v1/jobs/{job_id}").json()
+        job = poll_job(client, f"/v1/jobs/{job_id}", timeout=90)
     assert job["status"] == "completed", live_service.log_tail("worker")
     assert job["n_done"] == len(smiles)
     rewards = [item["reward"] for item in job["items"]]
