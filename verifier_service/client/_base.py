@@ -11,7 +11,13 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
-from verifier_service.client.errors import APIError, error_for
+from verifier_service.client.errors import (
+    APIError,
+    JobTimeoutError,
+    ServiceConnectionError,
+    error_for,
+)
+from verifier_service.client.settings import ClientSettings
 from verifier_service.jobs.schemas import ItemOut, JobOut, Reward, RewardStatus
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -49,6 +55,68 @@ class PollPolicy:
         while True:
             yield interval
             interval = min(interval * self.factor, self.max_s)
+
+
+class ClientCore:
+    """What the blocking and the async client share: their settings, and every decision that
+    needs no I/O (when to retry, when a wait has run out, which rewards are new)."""
+
+    def __init__(
+        self,
+        base_url: str | None,
+        *,
+        principal: str | None,
+        timeout_s: float,
+        retry: RetryPolicy | None,
+        poll: PollPolicy | None,
+        batch_size: int | None,
+    ) -> None:
+        settings = ClientSettings()
+        self.base_url = (base_url or settings.base_url).rstrip("/")
+        self.principal = principal if principal is not None else settings.principal
+        self.retry = retry or RetryPolicy(retries=settings.retries)
+        self.poll = poll or PollPolicy()
+        self.batch_size = batch_size or settings.batch_size
+        self.timeout_s = timeout_s
+
+    def retry_delay(
+        self, attempt: int, what: str, outcome: httpx.Response | httpx.TransportError
+    ) -> float | None:
+        """Seconds to wait before attempt `attempt + 1` of request `what`; None when `outcome`
+        is the answer. A connection error with no retries left raises ServiceConnectionError."""
+        if isinstance(outcome, httpx.TransportError):
+            if attempt >= self.retry.retries:
+                raise ServiceConnectionError(
+                    f"{what} failed after {attempt + 1} attempts: "
+                    f"{type(outcome).__name__}: {outcome}"
+                ) from outcome
+            return self.retry.delay(attempt)
+        if not should_retry(outcome) or attempt >= self.retry.retries:
+            return None
+        return self.retry.delay(attempt, outcome.headers.get("Retry-After"))
+
+
+def still_running(job: JobOut, timeout_s: float | None) -> JobTimeoutError:
+    """The error for a job that did not finish within timeout_s, with its warnings."""
+    return JobTimeoutError(
+        f"job {job.id} still running after {timeout_s:g} s "
+        f"({job.n_done}/{job.n_items} items done)"
+        + "".join(f"; {warning}" for warning in job.warnings),
+        job_id=job.id,
+    )
+
+
+def newly_final(job: JobOut, seen: set[int]) -> list[tuple[int, Reward]]:
+    """Rewards of `job` not yet in `seen` that are final (all of them once it completed); adds
+    their indices to `seen`."""
+    out = []
+    for item in job.items:
+        if item.index in seen or item.reward is None:
+            continue
+        if finished(item) or job.status == "completed":
+            seen.add(item.index)
+            out.append((item.index, item.reward))
+    return out
 
 
 def item_dict(item: ItemLike) -> dict[str, Any]:

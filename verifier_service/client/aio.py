@@ -11,13 +11,11 @@ from typing import Any
 import httpx
 
 from verifier_service.client import _base
-from verifier_service.client._base import ItemLike, PollPolicy, RetryPolicy
-from verifier_service.client.errors import JobTimeoutError, ServiceConnectionError
-from verifier_service.client.settings import ClientSettings
+from verifier_service.client._base import ClientCore, ItemLike, PollPolicy, RetryPolicy
 from verifier_service.jobs.schemas import JobOut, Reward
 
 
-class AsyncVerifierClient:
+class AsyncVerifierClient(ClientCore):
     """Async client of the reward API: submit items, wait for or stream their rewards.
 
     Connection errors, 5xx and 429 answers are retried with backoff; every POST carries an
@@ -35,13 +33,14 @@ class AsyncVerifierClient:
         batch_size: int | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        settings = ClientSettings()
-        self.base_url = (base_url or settings.base_url).rstrip("/")
-        self.principal = principal if principal is not None else settings.principal
-        self.retry = retry or RetryPolicy(retries=settings.retries)
-        self.poll = poll or PollPolicy()
-        self.batch_size = batch_size or settings.batch_size
-        self.timeout_s = timeout_s
+        super().__init__(
+            base_url,
+            principal=principal,
+            timeout_s=timeout_s,
+            retry=retry,
+            poll=poll,
+            batch_size=batch_size,
+        )
         self._http = httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout_s, transport=transport
         )
@@ -72,24 +71,18 @@ class AsyncVerifierClient:
         timeout = httpx.Timeout(self.timeout_s if read_timeout_s is None else read_timeout_s)
         attempt = 0
         while True:
+            outcome: httpx.Response | httpx.TransportError
             try:
-                response = await self._http.request(
+                outcome = await self._http.request(
                     method, path, json=json, headers=headers, timeout=timeout
                 )
             except httpx.TransportError as exc:
-                if attempt >= self.retry.retries:
-                    raise ServiceConnectionError(
-                        f"{method} {self.base_url}{path} failed after {attempt + 1} attempts: "
-                        f"{type(exc).__name__}: {exc}"
-                    ) from exc
-            else:
-                if not _base.should_retry(response) or attempt >= self.retry.retries:
-                    return response
-                retry_after = response.headers.get("Retry-After")
-                await asyncio.sleep(self.retry.delay(attempt, retry_after))
-                attempt += 1
-                continue
-            await asyncio.sleep(self.retry.delay(attempt))
+                outcome = exc
+            delay = self.retry_delay(attempt, f"{method} {self.base_url}{path}", outcome)
+            if delay is None:
+                assert isinstance(outcome, httpx.Response)
+                return outcome
+            await asyncio.sleep(delay)
             attempt += 1
 
     async def submit(
@@ -128,12 +121,7 @@ class AsyncVerifierClient:
             if job.status == "completed":
                 return job
             if deadline is not None and time.monotonic() + interval > deadline:
-                raise JobTimeoutError(
-                    f"job {job_id} still running after {timeout_s:g} s "
-                    f"({job.n_done}/{job.n_items} items done)"
-                    + "".join(f"; {warning}" for warning in job.warnings),
-                    job_id=job_id,
-                )
+                raise _base.still_running(job, timeout_s)
             await asyncio.sleep(interval)
         raise AssertionError("unreachable")
 
@@ -148,18 +136,12 @@ class AsyncVerifierClient:
         seen: set[int] = set()
         for interval in self.poll.intervals():
             job = await self.get_job(job_id)
-            for item in job.items:
-                if item.index in seen or item.reward is None:
-                    continue
-                if _base.finished(item) or job.status == "completed":
-                    seen.add(item.index)
-                    yield item.index, item.reward
+            for pair in _base.newly_final(job, seen):
+                yield pair
             if job.status == "completed":
                 return
             if deadline is not None and time.monotonic() + interval > deadline:
-                raise JobTimeoutError(
-                    f"job {job_id} still running after {timeout_s:g} s", job_id=job_id
-                )
+                raise _base.still_running(job, timeout_s)
             await asyncio.sleep(interval)
 
     async def score_jobs(
