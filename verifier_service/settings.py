@@ -46,7 +46,7 @@ class ApiSettings(BaseModel):
     inline_max_items: int = Field(
         default=4,
         description="A request that waits (wait_s) with at most this many items runs its "
-        "tier.fast work (schema, chem.fast: about a millisecond each) in the API process "
+        "tier.fast work (schema, chem.fast: a few milliseconds each) in the API process "
         "instead of a Celery round trip; slower tiers always go through their queues. "
         "0 turns this off.",
     )

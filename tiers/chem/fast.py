@@ -319,7 +319,7 @@ def _invalid_verdict(parsed: ParsedMolecule) -> Verdict:
 
 
 class ChemFastTier:
-    """RDKit validity, rules, alerts and properties of a molecule (~1 ms)."""
+    """RDKit validity, rules, alerts and properties of a molecule (a few ms)."""
 
     name: ClassVar[str] = "chem.fast"
     version: ClassVar[str] = "1.0.0"
