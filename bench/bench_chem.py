@@ -28,8 +28,10 @@ from rdkit.Contrib.SA_Score import sascorer
 from tiers.base import Candidate, Verdict
 from tiers.chem.dft import ChemDftTier
 from tiers.chem.fast import ChemFastTier
+from tiers.chem.settings import ChemSettings
 from tiers.chem.surrogate import ChemSurrogateTier
 from tiers.chem.surrogate_model import train_surrogate
+from verifier_service.settings import get_settings
 
 
 def nci_smiles(n: int, *, skip: int = 0, max_heavy: int | None = None) -> list[str]:
@@ -139,7 +141,7 @@ def bench_fast(smiles: list[str], repeats: int, batch: int) -> dict[str, Any]:
 def bench_surrogate(smiles: list[str], train_smiles: list[str]) -> list[dict[str, Any]]:
     results = []
     items = [Candidate(kind="molecule", payload={"smiles": s}) for s in smiles]
-    tier = ChemSurrogateTier(model_path=None)
+    tier = ChemSurrogateTier()
     tier.verify_batch(items[:2], {})  # warm: tblite load
     elapsed, verdicts = timed(lambda: tier.verify_batch(items, {}))
     results.append(summarise("chem.surrogate (ETKDG x8 + MMFF94 + GFN2-xTB)", verdicts, elapsed))
@@ -152,7 +154,7 @@ def bench_surrogate(smiles: list[str], train_smiles: list[str]) -> list[dict[str
         ]
         csv.write_text("smiles,logp\n" + "\n".join(rows) + "\n")
         report = train_surrogate(csv, Path(tmp) / "m.joblib", n_estimators=100)
-        model_tier = ChemSurrogateTier(model_path=report.path)
+        model_tier = ChemSurrogateTier(ChemSettings(surrogate_model_path=report.path))
         config = {"forcefield": False, "xtb": False}
         model_tier.verify_batch(items[:2], config)
         elapsed, verdicts = timed(lambda: model_tier.verify_batch(items, config))
@@ -163,7 +165,7 @@ def bench_surrogate(smiles: list[str], train_smiles: list[str]) -> list[dict[str
 
 
 def bench_dft(smiles: list[str], basis: str) -> dict[str, Any]:
-    tier = ChemDftTier()
+    tier = ChemDftTier(get_settings().chem)  # the VERIFIER_CHEM__* limits, as a worker's
     items = [Candidate(kind="molecule", payload={"smiles": s}) for s in smiles]
     elapsed, verdicts = timed(lambda: tier.verify_batch(items, {"basis": basis}))
     return summarise(f"chem.dft (B3LYP/{basis})", verdicts, elapsed)

@@ -6,7 +6,12 @@ different molecule so every one runs the full ladder (no verdict cache hit); a s
 repeated molecule shows the cache path. The bare RDKit time is parse + sanitize + the same
 properties for the same molecules in this process.
 
-    .venv/bin/python bench/bench_latency.py [--n 200]
+    .venv/bin/python bench/bench_latency.py [--n 200] [--api-key]
+
+With --api-key, a trainer key is made (`keys create`) and every other request sends it
+(`Authorization: Bearer ...`: key lookup + per-key rate limit in Redis); the others go keyless as
+dev's local admin. Alternating in one run keeps both under the same load, so the difference of
+the medians is what authentication adds.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ def bare_rdkit_ms(smiles: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=200, help="requests to time")
+    parser.add_argument(
+        "--api-key", action="store_true", help="alternate keyed and keyless requests (auth cost)"
+    )
     args = parser.parse_args()
     smiles = nci(args.n + 50)
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,20 +89,37 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     raise SystemExit("service did not start")
                 time.sleep(0.3)
+            headers: dict[str, str] = {}
+            if args.api_key:
+                made = subprocess.run(
+                    [sys.executable, "-m", "verifier_service", "keys", "create",
+                     "--role", "trainer", "--name", "bench", "--requests-per-min", "0",
+                     "--items-per-min", "0"],
+                    env=env, cwd=REPO, capture_output=True, text=True, check=True,
+                )  # fmt: skip
+                headers = {"Authorization": f"Bearer {made.stdout.strip()}"}
+            keyed: dict[str, list[float]] = {"fresh": [], "cached": []}
+            keyless: dict[str, list[float]] = {"fresh": [], "cached": []}
             with httpx.Client(base_url=url, timeout=30) as client:
 
-                def post(s: str) -> float:
+                def post(s: str, label: str = "", n: int = 0) -> float:
                     body = {"items": [{"kind": "molecule", "payload": {"smiles": s}}], "wait_s": 10}
+                    with_key = bool(headers) and n % 2 == 0
                     t0 = time.perf_counter()
-                    response = client.post("/v1/rewards", json=body)
+                    response = client.post(
+                        "/v1/rewards", json=body, headers=headers if with_key else None
+                    )
                     elapsed = time.perf_counter() - t0
                     assert response.status_code == 200, response.text
+                    if label:
+                        (keyed if with_key else keyless)[label].append(elapsed * 1000)
                     return elapsed * 1000
 
-                for s in smiles[:50]:  # warm-up: imports, connections, pool processes
-                    post(s)
-                fresh = [post(s) for s in smiles[50:]]
-                cached = [post(smiles[60]) for _ in range(min(args.n, 100))]
+                for n, s in enumerate(smiles[:50]):  # warm-up: imports, connections, pools
+                    post(s, n=n)
+                fresh = [post(s, "fresh", n) for n, s in enumerate(smiles[50:])]
+                n_cached = max(args.n, 100) if args.api_key else min(args.n, 100)
+                cached = [post(smiles[60], "cached", n) for n in range(n_cached)]
         finally:
             os.killpg(dev.pid, signal.SIGINT)
             dev.wait(timeout=60)
@@ -112,6 +137,14 @@ def main() -> None:
     print(
         "target: median under 20 ms (fresh):", "MET" if statistics.median(fresh) < 20 else "MISSED"
     )
+    if args.api_key:
+        for label in ("fresh", "cached"):
+            with_key, without = statistics.median(keyed[label]), statistics.median(keyless[label])
+            print(
+                f"auth ({label}): keyed median {with_key:6.2f} ms, keyless {without:6.2f} ms, "
+                f"added {with_key - without:+.2f} ms ({len(keyed[label])} + "
+                f"{len(keyless[label])} requests)"
+            )
 
 
 if __name__ == "__main__":

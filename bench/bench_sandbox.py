@@ -39,8 +39,18 @@ from typing import Any
 
 from tiers.base import Candidate, VerdictStatus
 from tiers.code import pool as pool_module
-from tiers.code.pool import LABEL, OWNER_LABEL, SANDBOX_USER, SandboxPool
+from tiers.code.engine import (
+    LABEL,
+    OWNER_LABEL,
+    SANDBOX_USER,
+    check_engine,
+    isolation_options,
+    resolve_runtime,
+)
+from tiers.code.harness import harness_program
+from tiers.code.pool import SandboxPool
 from tiers.code.sandbox import SandboxConfig, SandboxTier
+from tiers.code.settings import SandboxSettings
 from verifier_service.settings import get_settings
 
 PROGRAMS = [
@@ -147,23 +157,25 @@ def drive_batch(run_one: Callable[[int], bool], size: int, concurrency: int) -> 
     }
 
 
-def tier_runner(style: str) -> Callable[[int], bool]:
+def tier_runner(style: str, settings: SandboxSettings) -> Callable[[int], bool]:
     """Judge candidate i through the tier (and so the process's pool); True if it came out right."""
-    tier = SandboxTier()
+    tier = SandboxTier(settings)
     items = candidates(style)
     config = SandboxConfig()
 
     def run_one(i: int) -> bool:
         item, ok = items[i % len(items)]
-        verdict = tier.verify_one(item, config, get_settings().sandbox)
+        verdict = tier.verify_one(item, config)
         return (verdict.status is VerdictStatus.passed) == ok
 
     return run_one
 
 
-def bench_pool(seconds: float, concurrency: int, style: str) -> dict[str, Any]:
-    run_one = tier_runner(style)
-    pool = pool_module.get_pool()
+def bench_pool(
+    seconds: float, concurrency: int, style: str, settings: SandboxSettings
+) -> dict[str, Any]:
+    run_one = tier_runner(style, settings)
+    pool = pool_module.get_pool(settings)
     pool.wait_full(30)
     try:
         return drive(run_one, seconds, concurrency)
@@ -184,10 +196,13 @@ def containers_created(pool: SandboxPool, since: float, until: float) -> int:
     return sum(since * 1e9 <= e["timeNano"] <= until * 1e9 for e in events)
 
 
-def bench_burst(size: int, concurrency: int, style: str) -> dict[str, Any]:
+def bench_burst(
+    size: int, concurrency: int, style: str, settings: SandboxSettings
+) -> dict[str, Any]:
     """One batch of `size` candidates on a full, settled pool of `size` warm containers."""
-    run_one = tier_runner(style)
-    pool = pool_module.get_pool()
+    settings = settings.model_copy(update={"pool_size": size})
+    run_one = tier_runner(style, settings)
+    pool = pool_module.get_pool(settings)
     try:
         if not pool.wait_full(120):
             raise SystemExit(f"the pool did not fill to {size} warm containers in 120 s")
@@ -203,12 +218,11 @@ def bench_burst(size: int, concurrency: int, style: str) -> dict[str, Any]:
         pool_module.shutdown_pool()
 
 
-def docker_run_runner(style: str) -> Callable[[int], bool]:
+def docker_run_runner(style: str, settings: SandboxSettings) -> Callable[[int], bool]:
     """The same harness and limits, but a new `docker run` (create, start, wait, rm) each time."""
-    settings = get_settings().sandbox
-    client = pool_module.check_engine(settings)
+    client = check_engine(settings)
     runtime = settings.runtime  # resolved once in main(), so both modes use the same one
-    runner = pool_module._runner_source()
+    runner = harness_program()
     items = candidates(style)
 
     def run_one(i: int) -> bool:
@@ -222,7 +236,7 @@ def docker_run_runner(style: str) -> Callable[[int], bool]:
             "output_limit": settings.output_limit_bytes,
         }
         api = client.api
-        host_config = api.create_host_config(**pool_module.isolation_options(settings, runtime))
+        host_config = api.create_host_config(**isolation_options(settings, runtime))
         cid = api.create_container(
             settings.image,
             ["python3", "-I", "-c", runner, json.dumps(spec)],
@@ -247,14 +261,15 @@ def docker_run_runner(style: str) -> Callable[[int], bool]:
     return run_one
 
 
-def bench_docker_run(seconds: float, concurrency: int, style: str) -> dict[str, Any]:
-    return drive(docker_run_runner(style), seconds, concurrency)
+def bench_docker_run(
+    seconds: float, concurrency: int, style: str, settings: SandboxSettings
+) -> dict[str, Any]:
+    return drive(docker_run_runner(style, settings), seconds, concurrency)
 
 
-def bench_lifecycle(seconds: float, concurrency: int) -> dict[str, Any]:
+def bench_lifecycle(seconds: float, concurrency: int, settings: SandboxSettings) -> dict[str, Any]:
     """The floor under any one-container-per-candidate design: create, start and remove an
     idle locked-down container, running no code at all."""
-    settings = get_settings().sandbox
     pool = pool_module.SandboxPool(settings.model_copy(update={"pool_size": 0}))
 
     def run_one(_: int) -> bool:
@@ -297,15 +312,13 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    settings = get_settings()
-    sandbox = settings.sandbox.model_copy(
+    sandbox = get_settings().sandbox.model_copy(
         update={"pool_size": args.pool_size, "concurrency": args.concurrency}
     )
     if args.runtime:
         sandbox.runtime = args.runtime
     # Resolve "auto" once: the pool and the docker-run baseline then name the same runtime.
-    sandbox.runtime = pool_module.resolve_runtime(sandbox, pool_module.check_engine(sandbox))
-    settings.sandbox = sandbox
+    sandbox.runtime = resolve_runtime(sandbox, check_engine(sandbox))
     results: dict[str, Any] = {
         "runtime": sandbox.runtime,
         "style": args.style,
@@ -318,23 +331,26 @@ def main() -> None:
           f"per mode; burst: {args.burst} candidates on a warm pool of {args.burst}",
           flush=True)  # fmt: skip
     if args.mode in ("pool", "both", "all"):
-        results["pool"] = bench_pool(args.seconds, args.concurrency, args.style)
+        results["pool"] = bench_pool(args.seconds, args.concurrency, args.style, sandbox)
         print("sustained pool      ", json.dumps(results["pool"]), flush=True)
     if args.mode in ("run", "both", "all"):
-        results["docker_run"] = bench_docker_run(args.seconds, args.concurrency, args.style)
+        results["docker_run"] = bench_docker_run(
+            args.seconds, args.concurrency, args.style, sandbox
+        )
         print("sustained docker run", json.dumps(results["docker_run"]), flush=True)
     if args.mode in ("lifecycle", "all"):
-        results["lifecycle_only"] = bench_lifecycle(args.seconds, args.concurrency)
+        results["lifecycle_only"] = bench_lifecycle(args.seconds, args.concurrency, sandbox)
         print("sustained lifecycle ", json.dumps(results["lifecycle_only"]), flush=True)
     if "pool" in results and "docker_run" in results:
         results["pool_vs_docker_run"] = ratios(results["pool"], results["docker_run"])
         print("sustained pool / docker run", json.dumps(results["pool_vs_docker_run"]),
               flush=True)  # fmt: skip
     if args.mode in ("burst", "all"):
-        settings.sandbox = sandbox.model_copy(update={"pool_size": args.burst})
-        burst = results["burst_pool"] = bench_burst(args.burst, args.concurrency, args.style)
+        burst = results["burst_pool"] = bench_burst(
+            args.burst, args.concurrency, args.style, sandbox
+        )
         print(f"burst of {args.burst}, warm pool     ", json.dumps(burst), flush=True)
-        run = drive_batch(docker_run_runner(args.style), args.burst, args.concurrency)
+        run = drive_batch(docker_run_runner(args.style, sandbox), args.burst, args.concurrency)
         results["burst_docker_run"] = run
         print(f"burst of {args.burst}, docker run    ", json.dumps(run), flush=True)
         results["burst_pool_vs_docker_run"] = ratios(burst, run)

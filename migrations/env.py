@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from alembic import context
 from sqlalchemy import Connection
 
 from verifier_service.core.db import make_engine
-from verifier_service.core.models import Base
 from verifier_service.settings import get_settings
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from orm_models import target_metadata
+
 config = context.config
-target_metadata = Base.metadata
 
 
 def _run(connection: Connection) -> None:

@@ -42,6 +42,14 @@ class Candidate(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
+class TextPayload(BaseModel):
+    """The payload of a `text` candidate: free text (judged by people or by a policy's gates)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(description="The text as the policy wrote it.")
+
+
 class Verdict(BaseModel):
     """One tier's judgement of one item."""
 

@@ -7,13 +7,15 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from verifier_service.settings import get_settings
+from verifier_service.auth import cli as auth_cli
+from verifier_service.settings import Settings, get_settings
 
 app = typer.Typer(
     help="verifier-service: cost-aware multi-tier rewards for RL.", no_args_is_help=True
@@ -36,6 +38,7 @@ def _mount_optional(module: str, attr: str, name: str) -> None:
 
 _mount_optional("verifier_service.sandbox.cli", "sandbox_app", "sandbox")
 _mount_optional("verifier_service.chem.cli", "chem_app", "chem")
+auth_cli.mount(app)
 
 
 def _mount_train() -> None:
@@ -69,11 +72,12 @@ def migrate(
     seed: Annotated[bool, typer.Option(help="Load the example policies that are missing.")] = True,
 ) -> None:
     """Upgrade the database schema to the latest revision."""
+    from verifier_service.core.logging import mask_secrets
     from verifier_service.core.migrate import upgrade
 
     settings = get_settings()
     upgrade(settings.database_url)
-    console.print(f"[green]database at head[/]: {settings.database_url}")
+    console.print(f"[green]database at head[/]: {mask_secrets(settings.database_url)}")
     if seed:
         for name in _seed_policies():
             console.print(f"loaded policy [bold]{name}[/]")
@@ -85,7 +89,7 @@ def api(
     port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
     workers: Annotated[int, typer.Option(help="Uvicorn worker processes.")] = 1,
 ) -> None:
-    """Serve the HTTP API (refuses to start on an un-migrated database)."""
+    """Serve the HTTP API (refuses to start on an un-migrated database or without auth set up)."""
     import uvicorn
 
     from verifier_service.core.db import get_engine
@@ -98,6 +102,8 @@ def api(
     except DatabaseNotMigratedError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
+    if not settings.auth.local_admin or (host or settings.api.host) != "127.0.0.1":
+        auth_cli.require_api_auth()
     uvicorn.run(
         "verifier_service.app:create_app",
         factory=True,
@@ -112,7 +118,12 @@ def api(
 def worker(
     queues: Annotated[str, typer.Option(help="Comma-separated queues to consume.")] = ALL_QUEUES,
     concurrency: Annotated[int | None, typer.Option(help="Processes.")] = None,
-    name: Annotated[str | None, typer.Option(help="Worker node name.")] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            help="Worker node name, unique among all hosts (default: worker-<random>@%h)."
+        ),
+    ] = None,
 ) -> None:
     """Run a Celery worker for some queues."""
     from workers.celery_app import app as celery_app
@@ -126,7 +137,7 @@ def worker(
             pass
         else:
             try:
-                startup_check()
+                startup_check(settings.sandbox)
             except Exception as exc:
                 console.print(f"[red]sandbox worker cannot start:[/] {exc}")
                 raise typer.Exit(2) from None
@@ -138,9 +149,24 @@ def worker(
         "--without-gossip",
         "--without-mingle",
     ]
-    if name:
-        argv.append(f"--hostname={name}")
+    # Presence and the recovery sweep tell workers apart by node name. Celery's default
+    # (celery@<hostname>) is shared by two workers on one host, by hosts cloned from one image
+    # and by network namespaces: one worker's heartbeat would keep a dead one "alive", and its
+    # tasks would never be sent again.
+    argv.append(f"--hostname={name or f'worker-{uuid.uuid4().hex[:8]}@%h'}")
+    _warn_if_single_machine(settings)
     celery_app.worker_main(argv)
+
+
+def _warn_if_single_machine(settings: Settings) -> None:
+    # The default database is a SQLite file of this machine: a worker on another machine that
+    # falls back to it sees none of the API's jobs.
+    if settings.database.url is None and not settings.broker_url.startswith("redis+socket://"):
+        console.print(
+            f"[yellow]warning:[/] the database is the SQLite file {settings.database_url} of "
+            "this machine: workers on other hosts will not see its jobs (set "
+            "VERIFIER_DATABASE__URL to a PostgreSQL URL on every host)"
+        )
 
 
 def _docker_available() -> bool:
@@ -160,9 +186,12 @@ def dev(
         bool | None,
         typer.Option(help="Start the sandbox worker (default: when a Docker engine answers)."),
     ] = None,
+    auth: Annotated[
+        bool, typer.Option("--auth", help="Require keys (created and printed on first start).")
+    ] = False,
 ) -> None:
     """Everything in one command: embedded Redis, SQLite, the API and a worker per queue family."""
-    from verifier_service.core.embedded import EmbeddedRedis
+    from verifier_service.core.embedded import EmbeddedRedis, die_with_parent
 
     settings = get_settings()
     env = dict(os.environ)
@@ -176,6 +205,7 @@ def dev(
     env.setdefault("OMP_NUM_THREADS", "1")
     exe = [sys.executable, "-m", "verifier_service"]
     subprocess.run([*exe, "migrate"], env=env, check=True)
+    env.update(auth_cli.dev_auth_env(settings, enabled=auth))
     families = {
         "fast": "ladder,tier.fast,callbacks,review",
         "sim": "tier.sim",
@@ -188,17 +218,25 @@ def dev(
     else:
         console.print("[yellow]no Docker engine: the code.sandbox tier's queue has no worker[/]")
     children: list[subprocess.Popen[bytes]] = []
+    # If dev itself is killed (SIGKILL, OOM), the kernel kills its children too, as it does the
+    # embedded Redis (see EmbeddedRedis): no graceful stop, since a worker's warm shutdown can
+    # wait on a broker that is gone and an API on a client waiting 300 s, and the embedded
+    # broker's queued work is gone with it anyway. Celery's pool processes follow their worker.
+    orphan_guard = die_with_parent(signal.SIGKILL)
     for family, queues in families.items():
-        cmd = [*exe, "worker", "--queues", queues, "--name", f"{family}@%h"]
+        # A name of its own per start: a restarted dev's workers are not taken for the dead ones.
+        name = f"{family}-{uuid.uuid4().hex[:6]}@%h"
+        cmd = [*exe, "worker", "--queues", queues, "--name", name]
         if family != "fast":
             cmd += ["--concurrency", "1"]
         child_env = env
         if family == "sandbox":
             # A development machine keeps 8 warm sandbox containers unless told otherwise.
             child_env = {"VERIFIER_SANDBOX__POOL_SIZE": "8", **env}
-        children.append(subprocess.Popen(cmd, env=child_env))
-    children.append(subprocess.Popen([*exe, "api", "--port", str(port)], env=env))
-    console.print(f"[green]verifier-service[/] on http://{settings.api.host}:{port} (Ctrl-C stops)")
+        children.append(subprocess.Popen(cmd, env=child_env, preexec_fn=orphan_guard))
+    api = [*exe, "api", "--host", "127.0.0.1", "--port", str(port)]  # loopback only
+    children.append(subprocess.Popen(api, env=env, preexec_fn=orphan_guard))
+    console.print(f"[green]verifier-service[/] on http://127.0.0.1:{port} (Ctrl-C stops)")
 
     stopping = False
 
@@ -208,6 +246,7 @@ def dev(
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)  # a closed terminal stops dev like Ctrl-C
     try:
         while not stopping:
             if any(c.poll() is not None for c in children):

@@ -8,12 +8,14 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from verifier_service.auth.deps import PUBLIC
 from verifier_service.core.db import get_engine
+from verifier_service.core.logging import mask_secrets
 from verifier_service.core.migrate import ensure_migrated
 from verifier_service.core.notify import sync_client
 from verifier_service.settings import get_settings
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], dependencies=[PUBLIC])
 
 
 @router.get("/healthz")
@@ -32,11 +34,11 @@ def readyz() -> JSONResponse:
         ensure_migrated(get_engine())
         checks["database"] = "ok"
     except Exception as exc:
-        checks["database"] = f"error: {exc}"
+        checks["database"] = mask_secrets(f"error: {exc}")
     try:
         sync_client(get_settings().broker_url).ping()
         checks["broker"] = "ok"
     except Exception as exc:
-        checks["broker"] = f"error: {exc}"
+        checks["broker"] = mask_secrets(f"error: {exc}")
     ready = all(v == "ok" for v in checks.values())
     return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)

@@ -5,8 +5,11 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tiers.chem.settings import ChemSettings
+from tiers.code.settings import SandboxSettings
 
 
 class DatabaseSettings(BaseModel):
@@ -60,75 +63,12 @@ class ApiSettings(BaseModel):
         default=10.0,
         description="Age after which an unsent outbox message is the sweeper's to send.",
     )
-
-
-class SandboxSettings(BaseModel):
-    """The Docker sandbox used by the code.sandbox tier."""
-
-    image: str = Field(
-        default="verifier-sandbox:latest", description="Image the sandbox runs code in."
-    )
-    pool_size: int = Field(
-        default=32,
-        description="Pre-started containers kept warm per worker process. A burst of candidates "
-        "no larger than this runs on warm containers only; the pool refills when no candidate "
-        "is in flight, and candidates beyond it wait for a container started for them. Size it "
-        "to about the code candidates of one training step that reach one sandbox worker "
-        "process; an idle warm container holds about 9 MB of host memory (harness + shim).",
-    )
-    runtime: str = Field(
-        default="auto",
-        description="OCI runtime of the sandbox containers: `auto` takes crun when the engine "
-        "has it registered and it runs a locked-down container (cheaper start-up than runc), "
-        "else the engine's default runtime (runc); or the name of a runtime registered with the "
-        "engine (daemon.json `runtimes`), checked at worker start-up.",
-    )
-    docker_url: str | None = Field(
-        default=None, description="Docker engine URL; default: the environment's (DOCKER_HOST)."
-    )
-    default_timeout_s: float = Field(default=10.0, description="Wall-clock limit per candidate.")
-    default_memory_mb: int = Field(default=256, description="Memory limit per candidate.")
-    pids_limit: int = Field(default=64, description="Most processes a candidate may have.")
-    cpus: float = Field(default=1.0, description="CPU quota per candidate container.")
-    tmpfs_mb: int = Field(default=64, description="Size of the writable work dir.")
-    output_cap_bytes: int = Field(default=64 * 1024, description="Stdout/stderr kept per run.")
-    output_limit_bytes: int = Field(
-        default=2 * 1024 * 1024,
-        description="Stdout+stderr a candidate may write in all; past it the run is killed "
-        "(reason output_limit).",
-    )
-    max_timeout_s: float = Field(
-        default=60.0, description="Largest wall-clock limit a payload or config may ask for."
-    )
-    max_memory_mb: int = Field(
-        default=2048, description="Largest memory limit a payload or config may ask for."
-    )
-    max_source_bytes: int = Field(
-        default=512 * 1024,
-        description="Largest code + tests + setup accepted for one candidate.",
-    )
-    concurrency: int = Field(
-        default=4, description="Candidates of one batch run at the same time in one process."
-    )
-    acquire_timeout_s: float = Field(
-        default=30.0,
-        description="How long a candidate waits for a warm container before one is started "
-        "for it on the spot.",
-    )
-    debian_mirror: str | None = Field(
-        default=None,
-        description="Debian mirror for `sandbox build-image`; default: the one apt is "
-        "configured with, else http://deb.debian.org/debian.",
-    )
-
-
-class ChemSettings(BaseModel):
-    """Chemistry tiers: runtime limits not set by the policy."""
-
-    dft_timeout_s: float = Field(default=600.0, description="Hard wall clock for one DFT run.")
-    dft_memory_mb: int = Field(default=4000, description="Memory cap of the DFT subprocess.")
-    surrogate_model_path: Path | None = Field(
-        default=None, description="joblib file of the learned surrogate (chem.surrogate)."
+    default_deadline_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="Deadline of a job whose request sets none: at it, every item still open "
+        "gets the best reward available (or infra_error, as the policy says), so that no job "
+        "stays running forever.",
     )
 
 
@@ -141,9 +81,99 @@ class WorkerSettings(BaseModel):
         default=900.0, description="Hard limit after which a task's process is killed."
     )
     visibility_timeout_s: float = Field(
+        default=960.0,
+        description="Seconds before the broker delivers again a task whose worker took it and "
+        "never acknowledged it. Must exceed task_time_limit_s (no task runs longer), or a slow "
+        "task runs twice. Work of a worker that died is usually sent again much sooner by the "
+        "recovery sweep, which sees the worker's presence run out.",
+    )
+    max_deliveries: int = Field(
+        default=3,
+        ge=1,
+        description="Times a tier task may be delivered (each delivery after the first means "
+        "its worker died under it). A batch delivered again is split into one task per item; "
+        "an item whose task is delivered more often than this ends with an infra_error reward "
+        "naming the cause instead of killing another worker.",
+    )
+    db_retries: int = Field(
+        default=6,
+        ge=0,
+        description="Times a tier task retries a transaction that failed because the database "
+        "was unreachable or the transaction lost a race (backoff 0.5 s doubling: 6 retries "
+        "wait about 30 s in all), before its items end as infra_error.",
+    )
+    sweep_s: float = Field(
+        default=5.0,
+        description="How often a worker consuming the `ladder` queue runs the recovery sweep "
+        "(unsent outbox messages, overdue deadlines, lost tier work), so that a deployment "
+        "without an API process still recovers. One process sweeps at a time. 0 turns it off.",
+    )
+    unclaimed_timeout_s: float = Field(
         default=3600.0,
-        description="Seconds before a task taken by a worker that died is delivered again. "
-        "Must exceed the longest task.",
+        description="Tier work sent this long ago and not taken by any worker is sent again "
+        "(a message lost without a broker restart the sweep could see).",
+    )
+    max_dispatches: int = Field(
+        default=5,
+        ge=1,
+        description="Times the recovery sweep sends an item's tier work before it ends the item "
+        "with an infra_error reward (reason: lost).",
+    )
+
+    @model_validator(mode="after")
+    def _visibility_exceeds_time_limit(self) -> WorkerSettings:
+        if self.visibility_timeout_s <= self.task_time_limit_s:
+            raise ValueError(
+                f"worker.visibility_timeout_s ({self.visibility_timeout_s:g}) must exceed "
+                f"worker.task_time_limit_s ({self.task_time_limit_s:g}): a task still running "
+                "would be delivered again"
+            )
+        return self
+
+
+class AuthSettings(BaseModel):
+    """Identity and access: API keys, people's sessions, rate limits."""
+
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="Secret that signs CSRF tokens of the sign-in pages; `verifier-service api` "
+        "refuses to start without it. Make one with "
+        "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`.",
+    )
+    local_admin: bool = Field(
+        default=False,
+        description="Treat requests without credentials from a loopback address as a local "
+        "admin. `verifier-service dev` sets it (unless started with --auth); never set it on "
+        "a service others can reach.",
+    )
+    cookie_secure: bool = Field(
+        default=True,
+        description="Mark the session cookie Secure (sent over HTTPS only; browsers also accept "
+        "it from http://localhost).",
+    )
+    session_ttl_s: float = Field(
+        default=12 * 3600.0, description="How long a sign-in lasts without signing in again."
+    )
+    requests_per_min: dict[str, int] = Field(
+        default_factory=lambda: {"trainer": 1200, "reviewer": 600, "operator": 600, "admin": 600},
+        description="Requests per minute per API key, by role (a key with several roles gets "
+        "the highest); a key's own limit overrides it; 0 means no limit.",
+    )
+    items_per_min: dict[str, int] = Field(
+        default_factory=lambda: {"trainer": 120_000, "operator": 120_000, "admin": 120_000},
+        description="Reward items per minute per API key, by role; a key's own limit "
+        "overrides it; 0 or a missing role means no limit.",
+    )
+    signin_failures_per_user: int = Field(
+        default=5,
+        description="Failed sign-ins for one username before each further try must wait "
+        "(the wait doubles with every failure, up to signin_max_backoff_s).",
+    )
+    signin_failures_per_address: int = Field(
+        default=20, description="Failed sign-ins from one address before it is slowed the same way."
+    )
+    signin_max_backoff_s: float = Field(
+        default=900.0, description="Longest wait imposed after repeated failed sign-ins."
     )
 
 
@@ -164,6 +194,7 @@ class Settings(BaseSettings):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     chem: ChemSettings = Field(default_factory=ChemSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
 
     @property
     def database_url(self) -> str:
@@ -185,3 +216,15 @@ class Settings(BaseSettings):
 @lru_cache
 def get_settings() -> Settings:
     return Settings()
+
+
+def configure_tiers(settings: Settings | None = None) -> None:
+    """Hand the tier families their groups of `settings` (default: this process's).
+
+    Every process entry point that may run a tier calls this once at start-up; the tiers never
+    read the service's settings themselves.
+    """
+    from tiers.registry import configure
+
+    settings = settings or get_settings()
+    configure({"code": settings.sandbox, "chem": settings.chem})

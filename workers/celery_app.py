@@ -1,4 +1,4 @@
-"""The Celery application: one queue per tier family, late acks, JSON only."""
+"""The worker side of the Celery app: its tasks, and the signals of worker processes."""
 
 from __future__ import annotations
 
@@ -6,51 +6,36 @@ import logging
 import threading
 from typing import Any
 
-from celery import Celery
-from celery.signals import celeryd_after_setup, worker_process_init, worker_process_shutdown
-from kombu.entity import Queue
+from celery.signals import (
+    after_setup_logger,
+    celeryd_after_setup,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
-from verifier_service.settings import Settings, get_settings
+from verifier_service.core.broker import QUEUES, celery_app
+from verifier_service.settings import configure_tiers, get_settings
 
-QUEUES = ("ladder", "tier.fast", "tier.sim", "tier.hifi", "tier.sandbox", "review", "callbacks")
+__all__ = ["QUEUES", "app"]
 
-
-def make_celery(settings: Settings | None = None) -> Celery:
-    settings = settings or get_settings()
-    app = Celery("verifier_service", include=["workers.tasks"])
-    app.conf.update(
-        broker_url=settings.broker_url,
-        # Results live in the database; no result backend (its Redis subscription per sent
-        # task cost a round trip each, and a broker outage left it broken for good).
-        result_backend=None,
-        task_ignore_result=True,
-        task_serializer="json",
-        accept_content=["json"],
-        task_acks_late=True,
-        task_reject_on_worker_lost=True,
-        task_acks_on_failure_or_timeout=True,
-        task_default_queue="ladder",
-        task_queues=[Queue(name) for name in QUEUES],
-        task_time_limit=settings.worker.task_time_limit_s,
-        worker_prefetch_multiplier=settings.worker.prefetch_multiplier,
-        worker_concurrency=settings.worker.concurrency,
-        worker_hijack_root_logger=False,
-        broker_connection_retry_on_startup=True,
-        broker_transport_options={
-            "visibility_timeout": settings.worker.visibility_timeout_s,
-            # Check for work of dead workers every few polls instead of every 10th.
-            "unacked_restore_throttle": 1,
-        },
-    )
-    return app
-
-
-app = make_celery()
+configure_tiers(get_settings())  # the tiers this worker runs take their settings from these
+app = celery_app()
+app.conf.include = ["workers.tasks"]
 
 from workers import presence  # noqa: E402, F401 - connects the worker presence signals
 
 #: The queues this worker consumes (set in the worker's main process, inherited by its children).
 _consumed: set[str] = set()
+
+
+@after_setup_logger.connect
+def _plain_logs(**_: Any) -> None:
+    # Tracebacks without locals and no passwords in any line, as in the API.
+    from verifier_service.core.logging import configure_logging
+
+    configure_logging(get_settings().log_level)
 
 
 @celeryd_after_setup.connect
@@ -87,3 +72,52 @@ def _warm_sandbox_pool() -> None:
         get_pool()
     except Exception:  # the first candidate will meet the same error, as an infra_error verdict
         logging.getLogger(__name__).exception("could not start the sandbox pool")
+
+
+class _Sweeper:
+    """The recovery sweep in a worker's main process, so that workers alone recover lost work
+    (another process may hold a round: see verifier_service.ladder.recovery)."""
+
+    def __init__(self, every_s: float, grace_s: float) -> None:
+        self.every_s = every_s
+        self.grace_s = grace_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="recovery-sweep", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.every_s + 5)
+
+    def _run(self) -> None:
+        from verifier_service.ladder.dispatch import BROKER_ERRORS
+        from verifier_service.ladder.recovery import sweep
+
+        settings = get_settings()
+        while not self._stop.wait(self.every_s):
+            try:
+                sweep(settings, self.every_s, self.grace_s)
+            except BROKER_ERRORS as exc:  # no lock, no queues: nothing to do until it is back
+                logging.getLogger(__name__).warning("recovery sweep skipped: broker: %s", exc)
+            except Exception:  # the database may be away; try again next round
+                logging.getLogger(__name__).exception("recovery sweep failed")
+
+
+_sweeper: _Sweeper | None = None
+
+
+@worker_ready.connect
+def _start_sweeper(**_: Any) -> None:
+    global _sweeper
+    settings = get_settings()
+    if "ladder" in _consumed and settings.worker.sweep_s > 0:
+        _sweeper = _Sweeper(settings.worker.sweep_s, settings.api.outbox_grace_s)
+        _sweeper.start()
+
+
+@worker_shutdown.connect
+def _stop_sweeper(**_: Any) -> None:
+    if _sweeper is not None:
+        _sweeper.stop()

@@ -1,51 +1,27 @@
-"""Which queues have a live worker: each worker keeps its name in a Redis sorted set per queue
-it consumes, scored by when its heartbeat runs out, so that the API can tell operators
-(GET /v1/tiers) and callers (a job's warnings) that tasks wait on a queue nobody serves."""
+"""The worker side of presence: a heartbeat that keeps this worker's entry in the sorted set of
+each queue it consumes (read by `verifier_service.core.presence`)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
 
 import redis
 import structlog
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import task_postrun, task_received, worker_ready, worker_shutdown
 
 from verifier_service.core.notify import sync_client
+from verifier_service.core.presence import held_key, presence_key
 from verifier_service.settings import get_settings
 
 log = structlog.get_logger(__name__)
 
-PREFIX = "verifier:workers:"
 HEARTBEAT_S = 5.0
 TTL_S = 15
-
-
-def _key(queue: str) -> str:
-    return f"{PREFIX}{queue}"
-
-
-def workers_per_queue(client: redis.Redis, queues: list[str]) -> dict[str, int]:
-    """How many live workers consume each queue (one round trip)."""
-    pipe = client.pipeline(transaction=False)
-    now = time.time()
-    for queue in queues:
-        pipe.zcount(_key(queue), now, "+inf")
-    return {queue: int(n) for queue, n in zip(queues, pipe.execute(), strict=True)}
-
-
-_live_cache: dict[str, tuple[float, int]] = {}
-
-
-def live_workers(client: redis.Redis, queue: str, max_age_s: float = 5.0) -> int:
-    """Live workers on a queue, as seen at most `max_age_s` ago by this process."""
-    now = time.monotonic()
-    seen = _live_cache.get(queue)
-    if seen is None or now - seen[0] > max_age_s:
-        seen = (now, workers_per_queue(client, [queue])[queue])
-        _live_cache[queue] = seen
-    return seen[1]
+#: How long the record of a worker's held tasks outlives its last change.
+HELD_TTL_S = 86_400
 
 
 class Heartbeat:
@@ -66,7 +42,7 @@ class Heartbeat:
         try:
             pipe = sync_client(get_settings().broker_url).pipeline(transaction=False)
             for queue in self.queues:
-                pipe.zrem(_key(queue), self.node)
+                pipe.zrem(presence_key(queue), self.node)
             pipe.execute()
         except redis.RedisError:
             pass  # the entries run out on their own
@@ -77,9 +53,9 @@ class Heartbeat:
                 pipe = sync_client(get_settings().broker_url).pipeline(transaction=False)
                 now = time.time()
                 for queue in self.queues:
-                    pipe.zadd(_key(queue), {self.node: now + TTL_S})
-                    pipe.zremrangebyscore(_key(queue), "-inf", now)  # workers that died
-                    pipe.expire(_key(queue), 2 * TTL_S)
+                    pipe.zadd(presence_key(queue), {self.node: now + TTL_S})
+                    pipe.zremrangebyscore(presence_key(queue), "-inf", now)  # workers that died
+                    pipe.expire(presence_key(queue), 2 * TTL_S)
                 pipe.execute()
             except redis.RedisError as exc:
                 log.warning("presence heartbeat failed", error=str(exc))
@@ -102,3 +78,31 @@ def _start(sender: Any = None, **_: Any) -> None:
 def _stop(**_: Any) -> None:
     if _heartbeat is not None:
         _heartbeat.stop()
+
+
+@task_received.connect
+def _hold(request: Any = None, **_: Any) -> None:
+    # In the worker's main process, as a message is taken (prefetched or run at once): if this
+    # worker dies before it finishes the task, the recovery sweep sends the task again.
+    if request is None or not str(request.name).startswith("tier."):
+        return
+    queue = (request.delivery_info or {}).get("routing_key")
+    try:
+        client = sync_client(get_settings().broker_url)
+        key = held_key(request.hostname)
+        pipe = client.pipeline(transaction=False)
+        pipe.hset(key, request.id, json.dumps([request.name, list(request.args), queue]))
+        pipe.expire(key, HELD_TTL_S)
+        pipe.execute()
+    except redis.RedisError as exc:  # the broker is away: then so are its messages
+        log.warning("could not record a held task", error=str(exc))
+
+
+@task_postrun.connect
+def _release(task_id: str | None = None, task: Any = None, **_: Any) -> None:
+    if task_id is None or task is None or not str(task.name).startswith("tier."):
+        return
+    try:
+        sync_client(get_settings().broker_url).hdel(held_key(task.request.hostname), task_id)
+    except redis.RedisError as exc:
+        log.warning("could not release a held task", error=str(exc))

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import free_port, wait_ready
+from support import free_port, wait_ready
 
 from verifier_service.client import VerifierClient
 from verifier_service.client.mappings import SmilesMapping
@@ -88,7 +88,9 @@ class Logs:
 
 
 def test_trl_reward_scores_completions_and_logs_components(live_service: Any) -> None:
-    reward = TRLReward(SmilesMapping(), base_url=live_service.base_url, timeout_s=60)
+    reward = TRLReward(
+        SmilesMapping(), base_url=live_service.base_url, api_key=live_service.api_key, timeout_s=60
+    )
     logs = Logs()
     values = reward(
         prompts=["Write a drug:"] * 3,
@@ -108,7 +110,9 @@ def test_trl_reward_scores_completions_and_logs_components(live_service: Any) ->
 
 
 def test_trl_reward_gives_none_for_pending(live_service: Any) -> None:
-    reward = TRLReward(SmilesMapping(), base_url=live_service.base_url, timeout_s=0)
+    reward = TRLReward(
+        SmilesMapping(), base_url=live_service.base_url, api_key=live_service.api_key, timeout_s=0
+    )
     logs = Logs()
     values = reward(prompts=["p"], completions=[fresh_smiles()], log_metric=logs.log_metric)
     assert values == [None]
@@ -124,7 +128,9 @@ def test_trl_reward_gives_none_for_infra_error() -> None:
 def test_async_trl_reward_matches_the_sync_one(live_service: Any) -> None:
     import asyncio
 
-    reward = AsyncTRLReward(SmilesMapping(), base_url=live_service.base_url, name="chem")
+    reward = AsyncTRLReward(
+        SmilesMapping(), base_url=live_service.base_url, api_key=live_service.api_key, name="chem"
+    )
     values = asyncio.run(reward(prompts=["p", "p"], completions=[ASPIRIN, "C1CC"]))
     assert values[0] is not None
     assert values[0] > 0.4
@@ -135,10 +141,18 @@ def test_async_trl_reward_matches_the_sync_one(live_service: Any) -> None:
 
 
 def test_verl_compute_score_returns_score_and_flags(live_service: Any) -> None:
-    out = compute_score("chem", f"My answer: {ASPIRIN}", None, base_url=live_service.base_url)
+    out = compute_score(
+        "chem",
+        f"My answer: {ASPIRIN}",
+        None,
+        base_url=live_service.base_url,
+        api_key=live_service.api_key,
+    )
     assert out["score"] > 0.4
     assert (out["scored"], out["pending"], out["infra_error"]) == (1.0, 0.0, 0.0)
-    invalid = compute_score("chem", "C1CC", None, base_url=live_service.base_url)
+    invalid = compute_score(
+        "chem", "C1CC", None, base_url=live_service.base_url, api_key=live_service.api_key
+    )
     assert invalid["score"] == 0.0
     assert invalid["scored"] == 1.0
     assert set(out) == set(invalid), "verl tabulates extras by key: every sample has the same"
@@ -146,7 +160,11 @@ def test_verl_compute_score_returns_score_and_flags(live_service: Any) -> None:
 
 def test_verl_batch_form_has_the_same_keys_for_every_sample(live_service: Any) -> None:
     outs = compute_score_batch(
-        ["chem"] * 3, [ASPIRIN, "C1CC", "CCO"], [None] * 3, base_url=live_service.base_url
+        ["chem"] * 3,
+        [ASPIRIN, "C1CC", "CCO"],
+        [None] * 3,
+        base_url=live_service.base_url,
+        api_key=live_service.api_key,
     )
     assert [set(o) for o in outs] == [set(outs[0])] * 3
     assert "qed" in outs[0]
@@ -155,7 +173,8 @@ def test_verl_batch_form_has_the_same_keys_for_every_sample(live_service: Any) -
 
 def test_verl_pending_scores_missing_score_and_says_so(live_service: Any) -> None:
     (out,) = compute_score_batch(
-        ["chem"], [fresh_smiles()], [None], base_url=live_service.base_url, timeout_s=0,
+        ["chem"], [fresh_smiles()], [None], base_url=live_service.base_url,
+        api_key=live_service.api_key, timeout_s=0,
         missing_score=-1.0,
     )  # fmt: skip
     assert out["score"] == -1.0
@@ -175,10 +194,12 @@ def test_verl_infra_error_is_flagged() -> None:
 
 @pytest.fixture(scope="module")
 def openrlhf_url(live_service: Any) -> Iterator[str]:
-    """The live API when it mounts /v1/compat/openrlhf; else an API process that does."""
+    """The live API when it mounts /v1/compat/openrlhf; else an API process that does. The
+    URL carries a trainer key in its path (`/k/KEY`): OpenRLHF sends no Authorization header."""
+    key = live_service.create_key("openrlhf-trainer", "trainer")
     probe = httpx.post(f"{live_service.base_url}/v1/compat/openrlhf", json={"query": ["C"]})
     if probe.status_code != 404:
-        yield live_service.base_url
+        yield f"{live_service.base_url}/k/{key}"
         return
     port = free_port()
     code = (
@@ -191,7 +212,7 @@ def openrlhf_url(live_service: Any) -> Iterator[str]:
     process = subprocess.Popen([sys.executable, "-c", code], env=live_service.env)
     try:
         wait_ready(f"http://127.0.0.1:{port}", process=process)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}/k/{key}"
     finally:
         process.terminate()
         process.wait(timeout=20)

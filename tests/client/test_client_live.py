@@ -23,7 +23,7 @@ from verifier_service.client import (
 )
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
-FAST_RETRY = RetryPolicy(retries=2, backoff_s=0.01, max_backoff_s=0.02)
+FAST_RETRY = RetryPolicy(retries=2, backoff_s=0.01, max_backoff_s=0.02, ride_out_s=0)
 
 
 def mol(smiles: str) -> dict[str, Any]:
@@ -39,7 +39,12 @@ def unique_mol() -> dict[str, Any]:
 
 @pytest.fixture
 def client(live_service: Any) -> Any:
-    with VerifierClient(live_service.base_url, principal="client-tests", retry=FAST_RETRY) as c:
+    with VerifierClient(
+        live_service.base_url,
+        api_key=live_service.api_key,
+        principal="client-tests",
+        retry=FAST_RETRY,
+    ) as c:
         yield c
 
 
@@ -56,7 +61,9 @@ def test_score_returns_rewards_in_order_with_invalid_scored_low(client: Verifier
 
 def test_large_requests_are_batched_and_keep_order(live_service: Any) -> None:
     smiles = ["C" * n for n in range(1, 8)]
-    with VerifierClient(live_service.base_url, batch_size=3) as client:
+    with VerifierClient(
+        live_service.base_url, api_key=live_service.api_key, batch_size=3
+    ) as client:
         jobs = client.score_jobs([mol(s) for s in smiles], timeout_s=60)
         rewards = client.score([mol(s) for s in smiles], timeout_s=60)
     assert [job.n_items for job in jobs] == [3, 3, 1]
@@ -138,7 +145,11 @@ def test_5xx_and_429_are_retried_then_raised() -> None:
 
 def test_async_client_scores_batches_concurrently(live_service: Any) -> None:
     async def main() -> list[Any]:
-        async with AsyncVerifierClient(live_service.base_url, batch_size=2) as client:
+        async with AsyncVerifierClient(
+            live_service.base_url,
+            api_key=live_service.api_key,
+            batch_size=2,
+        ) as client:
             job = await client.submit([mol("CCO")], wait_s=10)
             streamed = [pair async for pair in client.stream(job.id, timeout_s=10)]
             assert streamed[0][0] == 0

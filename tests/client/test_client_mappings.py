@@ -14,7 +14,7 @@ from verifier_service.client.mappings import (
     token_rewards,
     trajectory_item,
 )
-from verifier_service.jobs.schemas import Reward, RewardStatus
+from verifier_service.ladder.schemas import Reward, RewardStatus
 
 
 @pytest.mark.parametrize(
@@ -93,3 +93,24 @@ def test_step_rewards_land_on_the_last_token_of_each_turn() -> None:
     assert dense == [0.0, 0.0, 0.0, 0.2, 0.0, 0.0, 0.0, -1.0 + 0.9, 0.0]
     with pytest.raises(ValueError, match="2 step rewards for 1 assistant turns"):
         token_rewards(reward, step_ends=[3], n_tokens=9)
+
+
+def test_special_tokens_are_stripped_from_the_ends_only() -> None:
+    from verifier_service.client.mappings import strip_special_tokens
+
+    assert strip_special_tokens("CCO<|im_end|>\n<|endoftext|>") == ("CCO", 2)
+    assert strip_special_tokens("<s> print('</s>')</s>") == ("print('</s>')", 2)
+    assert strip_special_tokens("CCO") == ("CCO", 0)
+    assert strip_special_tokens("CCO<|x|>", ["<|x|>"]) == ("CCO", 1)
+
+
+def test_the_response_is_found_after_a_bos_or_a_cut_prompt() -> None:
+    from verifier_service.client.mappings import split_response
+
+    prompt = "Suggest a better molecule than CCCCCC. Answer:"
+    assert split_response(prompt + " CCO", prompt) == (" CCO", "prefix")
+    assert split_response("<s>" + prompt + " CCO", prompt) == (" CCO", "inside")
+    assert split_response(prompt[20:] + " CCO", prompt) == (" CCO", "cut")
+    assert split_response("something else CCO", prompt) == ("something else CCO", "none")
+    # The response repeating the prompt does not move the split.
+    assert split_response(prompt + prompt, prompt) == (prompt, "prefix")

@@ -53,7 +53,7 @@ def test_env_vars_are_real_settings(service: str) -> None:
 
 
 def test_worker_queues_cover_every_queue() -> None:
-    from workers.celery_app import QUEUES
+    from verifier_service.core.broker import QUEUES
 
     consumed = set()
     for spec in APP_SERVICES.values():

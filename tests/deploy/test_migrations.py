@@ -8,8 +8,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine
 
+from migrations.orm_models import target_metadata
 from verifier_service.core.migrate import head_revision, upgrade
-from verifier_service.core.models import Base
 
 
 def _drift(url: str) -> list[object]:
@@ -19,7 +19,7 @@ def _drift(url: str) -> list[object]:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"compare_type": True})
             assert context.get_current_revision() == head_revision()
-            return list(compare_metadata(context, Base.metadata))
+            return list(compare_metadata(context, target_metadata))
     finally:
         engine.dispose()
 

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 import schemathesis
-from conftest import Service, start_service
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation import GenerationMode
+from support import Service, start_service
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,9 @@ def test_no_input_gets_a_server_error(fuzz_service: Service, mode: GenerationMod
             suppress_health_check=list(HealthCheck),
         )
         def check(case: schemathesis.Case) -> None:
-            response = case.call(base_url=fuzz_service.base_url, timeout=15)
+            response = case.call(
+                base_url=fuzz_service.base_url, timeout=15, headers=fuzz_service.auth_headers
+            )
             case.validate_response(response, checks=[not_a_server_error])
 
         try:

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
 import pytest
-from conftest import Service
+from support import REPO, Service, free_port, wait_ready
+
+from tiers.chem.molecule import MAX_SMILES_LENGTH
 
 MOLECULE = {"kind": "molecule", "payload": {"smiles": "CCO"}}
 
@@ -144,3 +155,111 @@ def test_policy_paths_reject_what_no_policy_can_be_named(live_service: Service) 
         bad_version = client.get(f"/v1/policies/default/versions/{2**40}")
     assert bad_name.status_code == 422
     assert bad_version.status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("payload", "where", "says"),
+    [
+        ({"code": "x = 1", "tests": ""}, "body.items[0].code.payload.tests", "at least 1"),
+        ({"code": "x = 1"}, "body.items[0].code.payload.tests", "required"),
+        (
+            {"code": "x = 1", "tests": "assert x", "memory_mb": 32},
+            "body.items[0].code.payload.memory_mb",
+            "greater than or equal to 64",
+        ),
+        (
+            {"code": "x" * 600_000, "tests": "assert x"},
+            "body.items[0].code.payload",
+            "the limit is 524288 (sandbox.max_source_bytes)",
+        ),
+    ],
+)
+def test_code_the_sandbox_would_refuse_is_422_with_its_path(
+    live_service: Service, payload: dict[str, object], where: str, says: str
+) -> None:
+    # These used to be accepted and then end as an infra_error reward (issue 10).
+    status, body = _post(live_service, {"items": [{"kind": "code", "payload": payload}]})
+    assert status == 422, body
+    assert body["errors"][0]["loc"] == where
+    assert says in body["message"]
+
+
+@pytest.fixture(scope="module")
+def default_limits_api(live_service: Service) -> Iterator[Service]:
+    """A second API on live_service's database and broker, with the default 8 MiB body limit."""
+    port = free_port()
+    env = {k: v for k, v in live_service.env.items() if k != "VERIFIER_API__MAX_BODY_BYTES"}
+    service = Service(
+        base_url=f"http://127.0.0.1:{port}",
+        env=env,
+        data_dir=live_service.data_dir,
+        api_key=live_service.api_key,
+    )
+    api = service.start("api-default-limits", "api", "--port", str(port))
+    wait_ready(service.base_url, process=api)
+    yield service
+    service.stop_all()
+
+
+def _alive(service: Service, name: str) -> None:
+    with service.client(timeout=5) as client:
+        assert client.get("/healthz").status_code == 200
+    assert service.processes[name].poll() is None, service.log_tail(name)
+
+
+@pytest.mark.parametrize("length", [20_000, 8_000_000])
+def test_overlong_smiles_is_422_before_any_work(default_limits_api: Service, length: int) -> None:
+    # 20,000 characters used to segfault the API (RDKit's canonicaliser overflowed the stack of
+    # the inline lane's thread); 8 MB held gigabytes for minutes. Both are refused unread.
+    body = {"items": [{"kind": "molecule", "payload": {"smiles": "C" * length}}], "wait_s": 10}
+    started = time.monotonic()
+    status, answer = _post(default_limits_api, body)
+    elapsed = time.monotonic() - started
+    assert status == 422, answer
+    assert answer["errors"][0]["loc"] == "body.items[0].molecule.payload.smiles"
+    assert str(MAX_SMILES_LENGTH) in answer["message"]
+    assert elapsed < 3, elapsed
+    _alive(default_limits_api, "api-default-limits")
+
+
+def test_deeply_nested_body_is_422_naming_the_limit(live_service: Service) -> None:
+    # A 3 KB body nested 500 deep used to answer 500 after 40-130 s, block /healthz as long and
+    # log ~24 MB of traceback with locals.
+    depth = 500
+    nested = b'{"a":' * depth + b"1" + b"}" * depth
+    body = b'{"items":[{"kind":"json","payload":' + nested + b'}],"wait_s":5}'
+    log_before = live_service.logs["api"].stat().st_size
+    started = time.monotonic()
+    status, answer = _post(live_service, content=body)
+    assert time.monotonic() - started < 3
+    assert status == 422, answer
+    assert "the limit is 64" in answer["message"]
+    _alive(live_service, "api")
+    assert live_service.logs["api"].stat().st_size - log_before < 10_000
+
+
+def test_longest_smiles_survives_small_default_thread_stacks(live_service: Service) -> None:
+    # RDKit's canonicaliser needs ~1.9 MiB of stack for MAX_SMILES_LENGTH chain atoms; under
+    # `ulimit -s 1024` threads get 1 MiB unless the API sets its own size (it sets 16 MiB).
+    port = free_port()
+    log = live_service.data_dir / "api-small-stack.log"
+    api = subprocess.Popen(
+        [sys.executable, "-m", "verifier_service", "api", "--port", str(port)],
+        env=live_service.env, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=REPO,
+        start_new_session=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_STACK, (1 << 20, 1 << 20)),
+    )  # fmt: skip
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", process=api)
+        smiles = "C" * MAX_SMILES_LENGTH
+        body = {"items": [{"kind": "molecule", "payload": {"smiles": smiles}}], "wait_s": 10}
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", timeout=60, headers=live_service.auth_headers
+        ) as client:
+            response = client.post("/v1/rewards", json=body)
+            assert response.status_code in (200, 202), response.text
+            assert client.get("/healthz").status_code == 200
+        assert api.poll() is None, log.read_text()[-3000:]
+    finally:
+        os.killpg(api.pid, signal.SIGTERM)
+        api.wait(timeout=30)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
-from conftest import Service
+from support import Service
 
 import docker
 from tiers.code.pool import LABEL, OWNER_LABEL

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import Service
+import redis
+from support import RedisServer, Service, free_port, start_service
 
 SCHEMA = {"type": "object", "required": ["tool", "args"]}
 
@@ -115,3 +116,39 @@ def test_slow_tiers_still_go_through_their_queue(sim_worker: Service) -> None:
     assert [v["tier"] for v in climbed["verdicts"]][:2] == ["chem.fast", "chem.surrogate"]
     assert [v["tier"] for v in stopped["verdicts"]] == ["chem.fast"]
     assert climbed["reward"]["status"] == stopped["reward"]["status"] == "scored"
+
+
+@pytest.fixture(scope="module")
+def no_fast_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, int]]:
+    """The API on the embedded default (SQLite) with a broker of its own whose only worker
+    consumes tier.sim: nothing could run tier.fast work except the API itself."""
+    data_dir = tmp_path_factory.mktemp("no-fast")
+    broker = RedisServer(free_port(), data_dir)
+    broker.start()
+    service = start_service(
+        data_dir, "tier.sim", VERIFIER_BROKER__URL=f"redis://127.0.0.1:{broker.port}/0"
+    )
+    yield service, broker.port
+    service.stop_all()
+    broker.stop()
+
+
+def test_inline_work_skips_the_broker(no_fast_worker: tuple[Service, int]) -> None:
+    service, port = no_fast_worker
+    body = {
+        "items": [
+            {"kind": "molecule", "payload": {"smiles": "CC(=O)Oc1ccccc1C(=O)O"}},
+            {"kind": "molecule", "payload": {"smiles": "C1CC"}},
+        ],
+        "wait_s": 10,
+    }
+    with service.client() as client:
+        response = client.post("/v1/rewards", json=body)
+    assert response.status_code == 200, response.text
+    rewards = [item["reward"] for item in response.json()["items"]]
+    assert [r["status"] for r in rewards] == ["scored", "scored"]
+    assert rewards[0]["value"] > 0.5
+    assert rewards[1]["reason"] == "hard gate: invalid molecule"
+    # Nothing was sent to the broker for tier.fast, and nothing waits there.
+    assert redis.Redis(port=port).llen("tier.fast") == 0
+    assert "tier.chem_fast.verify[" not in service.log_tail("worker", 100_000)  # never received

@@ -6,54 +6,24 @@ again on the same port; the API's outbox sweeper sends the stored work and the j
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from conftest import Service, free_port, poll_job, start_service
-
-
-class RedisServer:
-    """A throwaway redis-server on a fixed port that the test can stop and start again."""
-
-    def __init__(self, port: int, data_dir: Path) -> None:
-        self.port = port
-        self.data_dir = data_dir
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.data_dir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        client = redis.Redis(port=self.port)
-        for _ in range(100):
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise AssertionError("redis-server did not start")
-
-    def stop(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait()
+from support import RedisServer, Service, free_port, poll_job, start_service
 
 
 @pytest.fixture
-def flaky_broker_service(tmp_path: Path, pg_url: str) -> Iterator[tuple[Service, RedisServer]]:
+def flaky_broker_service(tmp_path: Path, own_pg_url: str) -> Iterator[tuple[Service, RedisServer]]:
     broker = RedisServer(free_port(), tmp_path)
     broker.start()
     try:
         service = start_service(
             tmp_path,
             "ladder,tier.fast,callbacks",
-            VERIFIER_DATABASE__URL=pg_url,
+            VERIFIER_DATABASE__URL=own_pg_url,
             VERIFIER_BROKER__URL=f"redis://127.0.0.1:{broker.port}/0",
             VERIFIER_API__OUTBOX_SWEEP_S="0.5",
             VERIFIER_API__OUTBOX_GRACE_S="1",
@@ -78,7 +48,8 @@ def test_work_stored_while_the_broker_is_down_is_sent_when_it_is_back(
         response = client.post("/v1/rewards", json=body)
         assert response.status_code == 202, response.text  # stored, not a 500
         location = response.headers["location"]
-        assert client.get(location).json()["status"] == "running"
+        seen = client.get(location)
+        assert seen.json()["status"] == "running", seen.text
 
         broker.start()
         job = poll_job(client, location, timeout=60)
@@ -105,13 +76,17 @@ def test_deadline_holds_when_its_broker_message_is_lost(
             "deadline_s": 3,
         }
         location = client.post("/v1/rewards", json=body).headers["location"]
-        # The worker holding the delayed expiry message dies, and the broker restarts empty:
-        # no worker and no message will ever expire this job.
-        time.sleep(1)
+        # Once chem.fast has judged the item (it waits on chem.dft, which has no worker), the
+        # worker holding the delayed expiry message dies, and the broker restarts empty: no
+        # worker and no message will ever expire this job.
+        until = time.monotonic() + 20
+        while not client.get(location).json()["items"][0]["verdicts"]:
+            assert time.monotonic() < until, "chem.fast never judged the item"
+            time.sleep(0.1)
         service.stop("worker", sig=9)
         redis.Redis(port=broker.port).flushall()
         job = poll_job(client, location, timeout=30)
     assert job["status"] == "completed", service.log_tail("api")
     reward = job["items"][0]["reward"]
-    assert reward["status"] == "scored"
+    assert reward["status"] == "scored", reward
     assert "deadline" in reward["reason"]

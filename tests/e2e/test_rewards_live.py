@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from conftest import Service, poll_job
+from support import Service, poll_job
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 README_REQUEST = {
@@ -20,6 +20,12 @@ README_REQUEST = {
     ],
     "wait_s": 20,
 }
+
+
+def _unique_smiles() -> str:
+    """A phenol ether with a random chain of 16 C/N atoms: a molecule no other test sends."""
+    bits = uuid.uuid4().int
+    return "c1ccccc1OC" + "".join("CN"[(bits >> i) & 1] for i in range(16))
 
 
 def test_readme_request_returns_scored_rewards(live_service: Service) -> None:
@@ -52,7 +58,8 @@ def test_readme_request_returns_scored_rewards(live_service: Service) -> None:
 def test_without_wait_returns_202_then_polling_gives_rewards(live_service: Service) -> None:
     body = {
         "policy": "default",
-        "items": [{"kind": "molecule", "payload": {"smiles": "c1ccccc1O"}}],
+        # A molecule no other test scored: a cached reward would complete the job at once (200).
+        "items": [{"kind": "molecule", "payload": {"smiles": _unique_smiles()}}],
     }
     with live_service.client() as client:
         response = client.post("/v1/rewards", json=body)

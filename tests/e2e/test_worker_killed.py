@@ -6,8 +6,8 @@ import signal
 import time
 from pathlib import Path
 
-from conftest import Service, poll_job
 from rdkit import RDConfig
+from support import Service, poll_job
 
 
 def _nci_smiles(n: int) -> list[str]:

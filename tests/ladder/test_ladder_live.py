@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import Service
+from support import Service
 
 # QED of these differs clearly: ranking by QED is stable.
 MOLECULES = [

@@ -40,7 +40,7 @@ from tiers.chem.molecule import (
     canonical_or_raw,
     parse_smiles,
 )
-from verifier_service.settings import get_settings
+from tiers.chem.settings import ChemSettings
 
 ScoreComponent = Literal["dft_gap_ev", "dft_dipole_debye", "dft_homo_ev", "dft_lumo_ev"]
 
@@ -215,10 +215,12 @@ class ChemDftTier:
     cost_class: ClassVar[float] = 10.0
     kinds: ClassVar[frozenset[str]] = frozenset({"molecule"})
 
-    def __init__(self, timeout_s: float | None = None, memory_mb: int | None = None) -> None:
-        chem = get_settings().chem
-        self.timeout_s = chem.dft_timeout_s if timeout_s is None else timeout_s
-        self.memory_mb = chem.dft_memory_mb if memory_mb is None else memory_mb
+    settings_model: ClassVar[type[ChemSettings]] = ChemSettings
+
+    def __init__(self, settings: ChemSettings | None = None) -> None:
+        self.settings = settings or ChemSettings()
+        self.timeout_s = self.settings.dft_timeout_s
+        self.memory_mb = self.settings.dft_memory_mb
 
     def validate_config(self, config: Mapping[str, Any]) -> None:
         """Raise ValueError with a clear message when `config` is not valid for this tier."""

@@ -20,6 +20,7 @@ from rdkit.Chem import QED, rdFingerprintGenerator, rdMolDescriptors
 from tiers.base import Candidate, Verdict, VerdictStatus, judge_one, stable_json
 from tiers.chem.alerts import AlertCatalog, AlertHit, catalog_hits, compile_smarts
 from tiers.chem.molecule import (
+    MAX_SMILES_LENGTH,
     FragmentPolicy,
     ParsedMolecule,
     candidate_smiles,
@@ -116,7 +117,12 @@ class ChemFastConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_smiles_length: int = Field(default=2000, gt=0, description="Longer input fails unparsed.")
+    max_smiles_length: int = Field(
+        default=2000,
+        gt=0,
+        le=MAX_SMILES_LENGTH,
+        description=f"Longer input fails unparsed (at most {MAX_SMILES_LENGTH}).",
+    )
     fragments: FragmentPolicy = Field(
         default="largest",
         description="Disconnected input: keep all, keep the largest (salt stripping), or reject.",
@@ -184,6 +190,8 @@ class ChemFastConfig(BaseModel):
     @classmethod
     def _valid_references(cls, value: list[str]) -> list[str]:
         for smiles in value:
+            if len(smiles) > MAX_SMILES_LENGTH:
+                raise ValueError(f"reference SMILES longer than {MAX_SMILES_LENGTH} characters")
             with rdBase.BlockLogs():
                 mol = Chem.MolFromSmiles(smiles)
             if mol is None:
@@ -256,6 +264,8 @@ def _sascorer() -> Any:
 
 @cache
 def _reference_fp(smiles: str, radius: int, size: int) -> Any:
+    if len(smiles) > MAX_SMILES_LENGTH:  # an item's reference: never handed to RDKit
+        return None
     with rdBase.BlockLogs():
         mol = Chem.MolFromSmiles(smiles)
     if mol is None:

@@ -15,6 +15,13 @@ from tiers.base import Candidate
 
 FragmentPolicy = Literal["keep", "largest", "reject"]
 
+#: Longest SMILES any chemistry tier reads, whatever a policy's max_smiles_length says; the API
+#: refuses longer ones. RDKit's canonicaliser recurses once per atom of a chain, about 470 bytes
+#: of C stack per character: "C" * 20000 overflows an 8 MiB stack (a segfault), 4096 characters
+#: need about 1.9 MiB. Checked on the raw text, before any RDKit call (canonicalising is also
+#: superlinear in time: 20,000 characters took seconds to minutes).
+MAX_SMILES_LENGTH = 4096
+
 _LOG_STAMP = re.compile(r"^\[\d\d:\d\d:\d\d\] ?", re.MULTILINE)
 
 
@@ -94,6 +101,7 @@ def parse_smiles(
     text = text.strip()
     if not text:
         return ParsedMolecule(text=text, reason="empty_smiles", message="The SMILES is empty.")
+    max_length = min(max_length, MAX_SMILES_LENGTH)
     if len(text) > max_length:
         return ParsedMolecule(
             text=text,
@@ -129,10 +137,13 @@ def parse_smiles(
 
 
 def canonical_or_raw(text: str | None) -> str:
-    """Canonical isomeric SMILES of the whole input; the stripped raw text if it won't parse."""
+    """Canonical isomeric SMILES of the whole input; the stripped raw text if it won't parse
+    or is longer than MAX_SMILES_LENGTH (too long to hand to RDKit at all)."""
     if text is None:
         return ""
     text = text.strip()
+    if len(text) > MAX_SMILES_LENGTH:
+        return text
     with rdBase.BlockLogs():
         mol = Chem.MolFromSmiles(text) if text else None
     if mol is None or mol.GetNumAtoms() == 0:

@@ -25,9 +25,9 @@ from tiers.chem.molecule import (
     fmt,
     parse_smiles,
 )
+from tiers.chem.settings import ChemSettings
 from tiers.chem.surrogate_model import SurrogateModel, SurrogateModelError
 from tiers.chem.xtb import XtbError, XtbMethod, xtb_single_point
-from verifier_service.settings import get_settings
 
 HARTREE_TO_KCAL = 627.509474
 
@@ -102,10 +102,11 @@ class ChemSurrogateTier:
     cost_class: ClassVar[float] = 0.1
     kinds: ClassVar[frozenset[str]] = frozenset({"molecule"})
 
-    def __init__(self, model_path: Path | None = None) -> None:
-        if model_path is None:
-            model_path = get_settings().chem.surrogate_model_path
-        self.model_path = model_path
+    settings_model: ClassVar[type[ChemSettings]] = ChemSettings
+
+    def __init__(self, settings: ChemSettings | None = None) -> None:
+        self.settings = settings or ChemSettings()
+        self.model_path: Path | None = self.settings.surrogate_model_path
         self._model: SurrogateModel | None = None
 
     def validate_config(self, config: Mapping[str, Any]) -> None:

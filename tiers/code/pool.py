@@ -13,256 +13,42 @@ engine work when no candidate is in flight: a burst no larger than the pool runs
 containers only, and the pool refills (and removes the used ones) in the quiet that follows. A
 candidate left without a warm container gets one started for it at once, so a burst larger than
 the pool goes on at the sustained rate instead of stalling.
+
+This module is the scheduling only: the engine client and its checks are in tiers.code.engine,
+the exchange with a container's harness in tiers.code.attach.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import os
-import socket
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
-from verifier_service.settings import SandboxSettings, get_settings
+from tiers.code.attach import RunOutcome, SandboxInfraError, infra_error, run_attached
+from tiers.code.engine import (
+    LABEL,
+    OWNER_LABEL,
+    SANDBOX_USER,
+    check_engine,
+    isolation_options,
+    owner_tag,
+    remove_stale_containers,
+    resolve_runtime,
+)
+from tiers.code.harness import harness_program
+from tiers.code.settings import SandboxSettings
+from tiers.registry import settings_for
 
 logger = logging.getLogger(__name__)
 
-LABEL = "verifier-service.sandbox"
-OWNER_LABEL = "verifier-service.sandbox.owner"
-SANDBOX_USER = "1000:1000"
-# Extra wall-clock the host allows past the candidate's own limit before it kills the
-# container: harness start-up, writing files, reporting.
-HOST_GRACE_S = 3.0
-# Taken by runtime "auto" when the engine has it: a C runtime, it starts and deletes a
-# container with less CPU than runc (Go), which is what bounds throughput on a small machine.
-PREFERRED_RUNTIME = "crun"
 # Used containers have exited (their harness, PID 1, is gone) and hold only engine records; under
 # load that never pauses they are removed anyway once this many wait.
 USED_BACKLOG_MAX = 64
-
-
-def isolation_options(s: SandboxSettings, runtime: str) -> dict[str, Any]:
-    """The locked-down host config of every sandbox container (docker-py create_host_config)."""
-    uid, _, gid = SANDBOX_USER.partition(":")
-    return {
-        "runtime": runtime,
-        "network_mode": "none",
-        "read_only": True,
-        "tmpfs": {"/work": f"size={s.tmpfs_mb}m,uid={uid},gid={gid},mode=0700"},
-        "mem_limit": f"{s.default_memory_mb}m",
-        "memswap_limit": f"{s.default_memory_mb}m",
-        "pids_limit": s.pids_limit,
-        "nano_cpus": int(s.cpus * 1e9),
-        "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges"],
-        "ipc_mode": "private",
-        "shm_size": f"{min(s.tmpfs_mb, 16)}m",
-        "ulimits": [{"Name": "core", "Soft": 0, "Hard": 0}],
-    }
-
-
-class SandboxUnavailableError(RuntimeError):
-    """The Docker engine or the sandbox image is not usable; the message says how to fix it."""
-
-
-class SandboxInfraError(RuntimeError):
-    """A run failed for a reason of ours (engine error, container would not start)."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-@dataclass
-class RunOutcome:
-    """What came back from one sandbox run: the harness report, or why there is none."""
-
-    report: dict[str, Any] | None
-    exit_code: int | None
-    host_timed_out: bool = False
-    host_output_exceeded: bool = False
-    wall_s: float = 0.0
-    raw_stderr: str = ""
-    container_id: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _runner_source() -> str:
-    return resources.files("tiers.code").joinpath("_runner.py").read_text()
-
-
-def _process_start_time(pid: int) -> str:
-    """Start time of `pid` in clock ticks since boot ("" if unknown): tells reused pids apart."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            stat = fh.read()
-    except OSError:
-        return ""
-    return stat[stat.rfind(")") + 2 :].split()[19]
-
-
-def _owner_tag() -> str:
-    """host:pid:start-time:pool-id; the pool id tells apart two pools of one process."""
-    pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_process_start_time(pid)}:{uuid.uuid4().hex[:8]}"
-
-
-def _owner_is_gone(owner: str) -> bool:
-    """Whether the process that labelled a container as `owner` no longer runs on this host."""
-    host, pid_text, start, *_ = [*owner.split(":"), "", "", ""]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False  # another machine's worker: not ours to judge
-    pid = int(pid_text)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return bool(start) and _process_start_time(pid) != start
-
-
-def make_client(settings: SandboxSettings) -> Any:
-    """A Docker client for the configured engine (raises docker.errors.DockerException)."""
-    import docker
-
-    # Reads of a running exec's output may be quiet for the whole candidate time limit.
-    timeout = int(max(60.0, 2 * settings.max_timeout_s + 30))
-    pool_size = 2 * (settings.pool_size + settings.concurrency) + 8
-    if settings.docker_url:
-        return docker.DockerClient(
-            base_url=settings.docker_url, timeout=timeout, max_pool_size=pool_size
-        )
-    return docker.from_env(timeout=timeout, max_pool_size=pool_size)
-
-
-def check_engine(settings: SandboxSettings, client: Any | None = None) -> Any:
-    """Return a client after checking the engine answers and the image exists."""
-    import docker.errors
-
-    where = _where(settings)
-    try:
-        client = client or make_client(settings)
-        client.ping()
-    except Exception as exc:  # the SDK raises many kinds (DockerException, requests errors)
-        raise SandboxUnavailableError(
-            f"Docker engine not reachable at {where}: {exc}. Start it (e.g. "
-            "`bash .ci/install-docker.sh`) or set VERIFIER_SANDBOX__DOCKER_URL."
-        ) from exc
-    try:
-        client.images.get(settings.image)
-    except docker.errors.ImageNotFound as exc:
-        raise SandboxUnavailableError(
-            f"sandbox image {settings.image!r} is missing from the Docker engine at {where}; "
-            "build it with `verifier-service sandbox build-image` (or build "
-            "docker/sandbox.Dockerfile and set VERIFIER_SANDBOX__IMAGE)."
-        ) from exc
-    except docker.errors.DockerException as exc:
-        raise SandboxUnavailableError(f"cannot inspect image {settings.image!r}: {exc}") from exc
-    return client
-
-
-def _where(settings: SandboxSettings) -> str:
-    return settings.docker_url or "the default socket (DOCKER_HOST or /var/run/docker.sock)"
-
-
-def _probe_runtime(settings: SandboxSettings, client: Any, runtime: str) -> str | None:
-    """Run `true` in a locked-down container under `runtime`; None if it worked, else why not."""
-    api = client.api
-    cid: str | None = None
-    try:
-        host_config = api.create_host_config(
-            **isolation_options(settings, runtime), log_config={"Type": "none", "Config": {}}
-        )
-        cid = api.create_container(
-            settings.image,
-            command=["true"],
-            user=SANDBOX_USER,
-            network_disabled=True,
-            labels={LABEL: "1", OWNER_LABEL: _owner_tag()},
-            host_config=host_config,
-        )["Id"]
-        api.start(cid)
-        status = api.wait(cid, timeout=30).get("StatusCode")
-        return None if status == 0 else f"the probe container exited with status {status}"
-    except Exception as exc:  # engine errors come as many kinds; each is a reason here
-        return f"{type(exc).__name__}: {exc}"
-    finally:
-        if cid is not None:
-            try:
-                api.remove_container(cid, force=True)
-            except Exception:
-                logger.warning("could not remove runtime probe container %s", cid[:12])
-
-
-def resolve_runtime(settings: SandboxSettings, client: Any) -> str:
-    """The OCI runtime sandbox containers run under (settings.runtime checked on the engine).
-
-    `auto` takes crun when the engine has it and a locked-down container runs under it, else
-    the engine's default runtime. A named runtime must be registered with the engine and run
-    the probe container, or this raises SandboxUnavailableError saying how to fix it.
-    """
-    try:
-        info = client.info()
-    except Exception as exc:
-        raise SandboxUnavailableError(
-            f"cannot ask the Docker engine at {_where(settings)} for its runtimes: {exc}"
-        ) from exc
-    registered = sorted(info.get("Runtimes") or {})
-    default = str(info.get("DefaultRuntime") or "runc")
-    wanted = settings.runtime
-    if wanted == "auto":
-        if PREFERRED_RUNTIME in registered and PREFERRED_RUNTIME != default:
-            problem = _probe_runtime(settings, client, PREFERRED_RUNTIME)
-            if problem is None:
-                return PREFERRED_RUNTIME
-            logger.warning(
-                "sandbox runtime auto: the engine has %s but it cannot run a sandbox container "
-                "(%s); using the engine's default runtime %s",
-                PREFERRED_RUNTIME,
-                problem,
-                default,
-            )
-        return default
-    if wanted not in registered:
-        raise SandboxUnavailableError(
-            f"OCI runtime {wanted!r} (sandbox.runtime) is not registered with the Docker engine "
-            f"at {_where(settings)}; it has: {', '.join(registered) or 'none'}. Register it in "
-            "the engine's daemon.json `runtimes` (`bash .ci/install-docker.sh` does so for "
-            "crun) or set VERIFIER_SANDBOX__RUNTIME=auto."
-        )
-    problem = _probe_runtime(settings, client, wanted)
-    if problem is not None:
-        raise SandboxUnavailableError(
-            f"OCI runtime {wanted!r} (sandbox.runtime) cannot run a sandbox container on the "
-            f"Docker engine at {_where(settings)}: {problem}. Fix the runtime's setup or set "
-            "VERIFIER_SANDBOX__RUNTIME=auto."
-        )
-    return wanted
-
-
-def remove_stale_containers(client: Any) -> int:
-    """Remove labelled containers whose owning process on this host has died; return count."""
-    removed = 0
-    for info in client.api.containers(all=True, filters={"label": LABEL}):
-        owner = (info.get("Labels") or {}).get(OWNER_LABEL, "")
-        if _owner_is_gone(owner):
-            try:
-                client.api.remove_container(info["Id"], force=True)
-                removed += 1
-            except Exception:
-                logger.warning("could not remove stale sandbox container %s", info["Id"][:12])
-    if removed:
-        logger.info("removed %d stale sandbox containers", removed)
-    return removed
 
 
 class SandboxPool:
@@ -273,8 +59,8 @@ class SandboxPool:
         self.client = check_engine(settings, client)
         self.runtime = resolve_runtime(settings, self.client)
         self.pid = os.getpid()
-        self.owner = _owner_tag()
-        self._runner = _runner_source()
+        self.owner = owner_tag()
+        self._program = harness_program()
         # All state below is guarded by _cond; fill and remove threads wait on it.
         self._cond = threading.Condition()
         self._ready: deque[str] = deque()  # started, harness waiting: serve one candidate each
@@ -311,7 +97,7 @@ class SandboxPool:
         # a candidate then costs an attach instead of an exec plus an interpreter start-up.
         created = api.create_container(
             s.image,
-            command=["python3", "-I", "-c", self._runner],
+            command=["python3", "-I", "-c", self._program],
             stdin_open=True,
             user=SANDBOX_USER,
             working_dir="/work",
@@ -434,7 +220,7 @@ class SandboxPool:
         try:
             cid = self._create()
         except Exception as exc:
-            raise _infra_error("container_start_failed", exc) from exc
+            raise infra_error("container_start_failed", exc) from exc
         with self._cond:
             self._handed.add(cid)
         return cid
@@ -457,7 +243,9 @@ class SandboxPool:
                 cid = self.acquire()
                 outcome: RunOutcome | None = None
                 try:
-                    outcome = self._run_in(cid, spec, timeout_s, memory_mb)
+                    outcome = run_attached(
+                        self.client.api, cid, spec, timeout_s, memory_mb, self.settings
+                    )
                     return outcome
                 except SandboxInfraError as exc:
                     if attempt == attempts or exc.reason != "container_gone":
@@ -474,111 +262,6 @@ class SandboxPool:
             with self._cond:
                 self._in_flight -= 1
                 self._cond.notify_all()
-
-    def _run_in(
-        self, cid: str, spec: dict[str, Any], timeout_s: float, memory_mb: int
-    ) -> RunOutcome:
-        import docker.errors
-
-        api = self.client.api
-        s = self.settings
-        if memory_mb != s.default_memory_mb:
-            try:
-                api.update_container(cid, mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m")
-            except docker.errors.DockerException as exc:
-                raise _infra_error("container_update_failed", exc) from exc
-        payload = json.dumps(spec).encode()
-        try:
-            sock_io = api.attach_socket(
-                cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-            )
-        except docker.errors.NotFound as exc:
-            raise SandboxInfraError("container_gone", str(exc)) from exc
-        except docker.errors.APIError as exc:
-            if "is not running" in str(exc) or exc.status_code == 409:
-                raise SandboxInfraError("container_gone", str(exc)) from exc
-            raise _infra_error("attach_failed", exc) from exc
-        except Exception as exc:
-            raise _infra_error("engine_unavailable", exc) from exc
-        sock: socket.socket = getattr(sock_io, "_sock", sock_io)
-
-        host_limit = 4 * s.output_cap_bytes + 8 * 1024 * 1024
-        killed = threading.Event()
-
-        def kill() -> None:
-            killed.set()
-            try:
-                api.kill(cid)
-            except Exception:
-                logger.debug("kill of %s after its deadline failed", cid[:12], exc_info=True)
-
-        budget = timeout_s * (2 if spec.get("setup") else 1) + HOST_GRACE_S
-        watchdog = threading.Timer(budget, kill)
-        streams = {1: bytearray(), 2: bytearray()}
-        received = 0
-        exceeded = False
-        started = time.perf_counter()
-        try:
-            watchdog.start()
-            sock.sendall(payload)
-            sock.shutdown(socket.SHUT_WR)
-            # The attach stream is framed: 8-byte header (stream id, 3 zero bytes, length).
-            pending = bytearray()
-            while True:
-                data = sock.recv(65536)
-                if not data:
-                    break
-                received += len(data)
-                pending += data
-                while len(pending) >= 8:
-                    size = int.from_bytes(pending[4:8], "big")
-                    if len(pending) < 8 + size:
-                        break
-                    kind = pending[0]
-                    if kind in streams and len(streams[kind]) < host_limit:
-                        streams[kind] += pending[8 : 8 + size]
-                    del pending[: 8 + size]
-                if received > host_limit + 64 * 1024:
-                    exceeded = True
-                    kill()
-                    break
-        except OSError as exc:
-            if not killed.is_set():
-                raise _infra_error("engine_unavailable", exc) from exc
-        finally:
-            watchdog.cancel()
-            sock_io.close()
-        wall = time.perf_counter() - started
-        report: dict[str, Any] | None = None
-        if not killed.is_set():
-            try:
-                parsed = json.loads(bytes(streams[1]))
-                report = parsed if isinstance(parsed, dict) else None
-            except ValueError:
-                report = None
-        exit_code: int | None = 0
-        oom_killed = False
-        if report is None and not killed.is_set():
-            # Only now does the container's own state tell anything.
-            try:
-                state = api.inspect_container(cid)["State"]
-            except Exception as exc:
-                raise _infra_error("engine_unavailable", exc) from exc
-            exit_code = state.get("ExitCode")
-            oom_killed = bool(state.get("OOMKilled"))
-            if received == 0 and not oom_killed:
-                # It had died before we attached (engine restart, external cleanup).
-                raise SandboxInfraError("container_gone", f"container {cid[:12]} was not running")
-        return RunOutcome(
-            report=report,
-            exit_code=exit_code,
-            host_timed_out=killed.is_set() and not exceeded,
-            host_output_exceeded=exceeded,
-            wall_s=wall,
-            raw_stderr=streams[2].decode("utf-8", errors="replace")[-4000:],
-            container_id=cid,
-            extra={"oom_killed": oom_killed},
-        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -635,20 +318,25 @@ class SandboxPool:
             logger.warning("could not list sandbox containers at shutdown", exc_info=True)
 
 
-def _infra_error(reason: str, exc: BaseException) -> SandboxInfraError:
-    return SandboxInfraError(reason, f"{reason}: {type(exc).__name__}: {exc}")
-
-
 _pool: SandboxPool | None = None
 _pool_lock = threading.Lock()
 
 
-def get_pool() -> SandboxPool:
-    """The process's pool, created on first use (again in a forked child: threads don't fork)."""
+def get_pool(settings: SandboxSettings | None = None) -> SandboxPool:
+    """The process's pool, created on first use (again in a forked child: threads don't fork).
+
+    Its settings are `settings`, else the code family's as handed to tiers.registry.configure
+    (their defaults before that). Asked for with other settings than it has, the pool is
+    replaced by one with those.
+    """
     global _pool
+    settings = settings or settings_for("code", SandboxSettings)
     with _pool_lock:
+        if _pool is not None and _pool.pid == os.getpid() and _pool.settings != settings:
+            _pool.shutdown()
+            _pool = None
         if _pool is None or _pool.pid != os.getpid():
-            _pool = SandboxPool(get_settings().sandbox)
+            _pool = SandboxPool(settings)
         return _pool
 
 
@@ -662,12 +350,3 @@ def shutdown_pool() -> None:
 
 
 atexit.register(shutdown_pool)
-
-
-def startup_check() -> str:
-    """Fail fast at worker start-up: engine reachable, image present, the runtime runs a
-    sandbox container; clear stale containers. Returns the runtime containers will use."""
-    settings = get_settings().sandbox
-    client = check_engine(settings)
-    remove_stale_containers(client)
-    return resolve_runtime(settings, client)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from tiers.chem.surrogate_model import FeatureKind, SurrogateModelError, train_surrogate
+from verifier_service.settings import configure_tiers
 
 chem_app = typer.Typer(help="Chemistry tiers: train the learned surrogate of chem.surrogate.")
 
@@ -15,6 +16,8 @@ chem_app = typer.Typer(help="Chemistry tiers: train the learned surrogate of che
 @chem_app.callback()
 def chem() -> None:
     """Chemistry tier commands."""
+    # The chemistry code these commands run takes the service's chem settings (VERIFIER_CHEM__*).
+    configure_tiers()
 
 
 @chem_app.command("train-surrogate")

@@ -8,11 +8,13 @@ from verifier_service.client._base import PollPolicy, RetryPolicy, rewards_of
 from verifier_service.client.aio import AsyncVerifierClient
 from verifier_service.client.errors import (
     APIError,
+    AuthenticationError,
     ConflictError,
     InvalidRequestError,
     JobTimeoutError,
     NotFoundError,
     PayloadTooLargeError,
+    PermissionDeniedError,
     RateLimitedError,
     ServerError,
     ServiceConnectionError,
@@ -25,6 +27,7 @@ from verifier_service.jobs.schemas import JobOut, Reward, RewardStatus
 __all__ = [
     "APIError",
     "AsyncVerifierClient",
+    "AuthenticationError",
     "ClientSettings",
     "ConflictError",
     "InvalidRequestError",
@@ -32,6 +35,7 @@ __all__ = [
     "JobTimeoutError",
     "NotFoundError",
     "PayloadTooLargeError",
+    "PermissionDeniedError",
     "PollPolicy",
     "RateLimitedError",
     "RetryPolicy",

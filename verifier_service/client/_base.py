@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,11 +27,22 @@ ItemLike = Mapping[str, Any] | BaseModel
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with jitter for connection errors, 5xx and 429."""
+    """Exponential backoff with jitter for connection errors, 5xx and 429.
+
+    A request is retried at least `retries` times, and beyond that for as long as `ride_out_s`
+    has not passed since its first attempt: long enough, by default, to ride out a restart of
+    the API (killed, then up again within a minute) without failing a training step. Every
+    retry of a POST carries the same Idempotency-Key, so nothing is scored twice.
+    """
 
     retries: int = 4
     backoff_s: float = 0.25
     max_backoff_s: float = 8.0
+    ride_out_s: float = 90.0
+
+    def gives_up(self, attempt: int, elapsed_s: float) -> bool:
+        """Whether attempt `attempt` (0-based), `elapsed_s` after the first, was the last."""
+        return attempt >= self.retries and elapsed_s >= self.ride_out_s
 
     def delay(self, attempt: int, retry_after: str | None = None) -> float:
         if retry_after is not None:
@@ -66,6 +78,7 @@ class ClientCore:
         base_url: str | None,
         *,
         principal: str | None,
+        api_key: str | None,
         timeout_s: float,
         retry: RetryPolicy | None,
         poll: PollPolicy | None,
@@ -74,24 +87,37 @@ class ClientCore:
         settings = ClientSettings()
         self.base_url = (base_url or settings.base_url).rstrip("/")
         self.principal = principal if principal is not None else settings.principal
-        self.retry = retry or RetryPolicy(retries=settings.retries)
+        if api_key is None and settings.api_key is not None:
+            api_key = settings.api_key.get_secret_value()
+        self._api_key = api_key
+        self.retry = retry or RetryPolicy(retries=settings.retries, ride_out_s=settings.ride_out_s)
         self.poll = poll or PollPolicy()
         self.batch_size = batch_size or settings.batch_size
         self.timeout_s = timeout_s
 
+    def default_headers(self) -> dict[str, str]:
+        """Headers of every request: the API key, when there is one."""
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
     def retry_delay(
-        self, attempt: int, what: str, outcome: httpx.Response | httpx.TransportError
+        self,
+        attempt: int,
+        what: str,
+        outcome: httpx.Response | httpx.TransportError,
+        started: float,
     ) -> float | None:
-        """Seconds to wait before attempt `attempt + 1` of request `what`; None when `outcome`
-        is the answer. A connection error with no retries left raises ServiceConnectionError."""
+        """Seconds to wait before attempt `attempt + 1` of request `what` (first sent at
+        `started`, time.monotonic()); None when `outcome` is the answer. A connection error with
+        no retries left raises ServiceConnectionError."""
+        elapsed_s = time.monotonic() - started
         if isinstance(outcome, httpx.TransportError):
-            if attempt >= self.retry.retries:
+            if self.retry.gives_up(attempt, elapsed_s):
                 raise ServiceConnectionError(
-                    f"{what} failed after {attempt + 1} attempts: "
+                    f"{what} failed after {attempt + 1} attempts in {elapsed_s:.1f} s: "
                     f"{type(outcome).__name__}: {outcome}"
                 ) from outcome
             return self.retry.delay(attempt)
-        if not should_retry(outcome) or attempt >= self.retry.retries:
+        if not should_retry(outcome) or self.retry.gives_up(attempt, elapsed_s):
             return None
         return self.retry.delay(attempt, outcome.headers.get("Retry-After"))
 

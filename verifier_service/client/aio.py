@@ -27,6 +27,7 @@ class AsyncVerifierClient(ClientCore):
         base_url: str | None = None,
         *,
         principal: str | None = None,
+        api_key: str | None = None,
         timeout_s: float = 30.0,
         retry: RetryPolicy | None = None,
         poll: PollPolicy | None = None,
@@ -36,13 +37,17 @@ class AsyncVerifierClient(ClientCore):
         super().__init__(
             base_url,
             principal=principal,
+            api_key=api_key,
             timeout_s=timeout_s,
             retry=retry,
             poll=poll,
             batch_size=batch_size,
         )
         self._http = httpx.AsyncClient(
-            base_url=self.base_url, timeout=timeout_s, transport=transport
+            base_url=self.base_url,
+            timeout=timeout_s,
+            transport=transport,
+            headers=self.default_headers(),
         )
 
     async def __aenter__(self) -> AsyncVerifierClient:
@@ -70,6 +75,7 @@ class AsyncVerifierClient(ClientCore):
     ) -> httpx.Response:
         timeout = httpx.Timeout(self.timeout_s if read_timeout_s is None else read_timeout_s)
         attempt = 0
+        started = time.monotonic()
         while True:
             outcome: httpx.Response | httpx.TransportError
             try:
@@ -78,7 +84,7 @@ class AsyncVerifierClient(ClientCore):
                 )
             except httpx.TransportError as exc:
                 outcome = exc
-            delay = self.retry_delay(attempt, f"{method} {self.base_url}{path}", outcome)
+            delay = self.retry_delay(attempt, f"{method} {self.base_url}{path}", outcome, started)
             if delay is None:
                 assert isinstance(outcome, httpx.Response)
                 return outcome

@@ -37,6 +37,14 @@ class APIError(VerifierClientError):
         super().__init__(text)
 
 
+class AuthenticationError(APIError):
+    """401: no API key, or one that is malformed, unknown, expired or revoked (see `message`)."""
+
+
+class PermissionDeniedError(APIError):
+    """403: the key's principal lacks the role the route needs."""
+
+
 class InvalidRequestError(APIError):
     """422: the request body is malformed or asks for something the policy cannot score."""
 
@@ -62,6 +70,8 @@ class ServerError(APIError):
 
 
 _BY_STATUS: dict[int, type[APIError]] = {
+    401: AuthenticationError,
+    403: PermissionDeniedError,
     404: NotFoundError,
     409: ConflictError,
     413: PayloadTooLargeError,

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from verifier_service.jobs.schemas import Reward
+from verifier_service.ladder.schemas import Reward
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[ \t]*\n(.*?)```", re.DOTALL)
 _SMILES_TAG = re.compile(r"<smiles>(.*?)</smiles>", re.DOTALL | re.IGNORECASE)
@@ -73,6 +73,90 @@ def extract_code(text: str, language: str = "python") -> str:
     if blocks:
         return blocks[0][1]
     return text
+
+
+# -- Texts as frameworks hand them over -------------------------------------------------------
+
+#: Special-token texts that tokenizers of common chat models decode into a text when asked to keep
+#: special tokens (OpenRLHF's agent executor does): end of turn/sequence, begin of sequence,
+#: padding. None of them can be part of a SMILES or of a program's meaning.
+DEFAULT_SPECIAL_TOKENS: tuple[str, ...] = (
+    "<|im_end|>",
+    "<|im_start|>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<|begin_of_text|>",
+    "<|eot_id|>",
+    "<|end|>",
+    "<|eom_id|>",
+    "<\uff5cend\u2581of\u2581sentence\uff5c>",
+    "<\uff5cbegin\u2581of\u2581sentence\uff5c>",
+    "<end_of_turn>",
+    "<start_of_turn>",
+    "</s>",
+    "<s>",
+    "<eos>",
+    "<bos>",
+    "<pad>",
+    "<|pad|>",
+    "[PAD]",
+    "[CLS]",
+    "[SEP]",
+)
+
+
+def strip_special_tokens(
+    text: str, tokens: Sequence[str] = DEFAULT_SPECIAL_TOKENS
+) -> tuple[str, int]:
+    """`text` without the special tokens at its start and end (repeated, with the whitespace
+    between them), and how many were removed. Tokens inside the text are left alone."""
+    ordered = sorted((t for t in tokens if t), key=len, reverse=True)
+    removed = 0
+    changed = True
+    while changed:
+        changed = False
+        stripped = text.strip()
+        for token in ordered:
+            if stripped.startswith(token):
+                text, removed, changed = stripped[len(token) :], removed + 1, True
+                break
+            if stripped.endswith(token):
+                text, removed, changed = stripped[: -len(token)], removed + 1, True
+                break
+    return text.strip() if removed else text, removed
+
+
+#: How `split_response` found the response: the prompt as a prefix, the prompt further in (text
+#: such as a BOS in front), the tail of a prompt cut at its start, or not at all (whole query).
+PROMPT_FOUND = {"prefix": 1.0, "inside": 2.0, "cut": 3.0, "none": 0.0}
+_CUT_MIN = 16  # the shortest prompt tail trusted to mark where the response starts
+
+
+def split_response(query: str, prompt: str | None) -> tuple[str, str]:
+    """The response in `query` (prompt + response, as a framework joins them) and how the prompt
+    was found (a key of PROMPT_FOUND).
+
+    In order: the prompt in front of the query; the prompt inside the query, after text the
+    framework put in front (a BOS, a system header), the response being what follows its first
+    occurrence; the query starting with the end of a prompt whose start was cut off (a left-
+    truncated prompt, at least 16 characters of it); else the whole query.
+    """
+    if not prompt:
+        return query, "none"
+    if query.startswith(prompt):
+        return query[len(prompt) :], "prefix"
+    at = query.find(prompt)
+    if at >= 0:
+        return query[at + len(prompt) :], "inside"
+    if len(prompt) > _CUT_MIN:
+        tail = prompt[-_CUT_MIN:]
+        at = query.find(tail)
+        while at >= 0:
+            end = at + _CUT_MIN
+            if prompt.endswith(query[:end]):
+                return query[end:], "cut"
+            at = query.find(tail, at + 1)
+    return query, "none"
 
 
 def group_key(prompt: str, step: int | None = None) -> str:

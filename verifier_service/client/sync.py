@@ -26,6 +26,7 @@ class VerifierClient(ClientCore):
         base_url: str | None = None,
         *,
         principal: str | None = None,
+        api_key: str | None = None,
         timeout_s: float = 30.0,
         retry: RetryPolicy | None = None,
         poll: PollPolicy | None = None,
@@ -35,12 +36,18 @@ class VerifierClient(ClientCore):
         super().__init__(
             base_url,
             principal=principal,
+            api_key=api_key,
             timeout_s=timeout_s,
             retry=retry,
             poll=poll,
             batch_size=batch_size,
         )
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            timeout=timeout_s,
+            transport=transport,
+            headers=self.default_headers(),
+        )
 
     def __enter__(self) -> VerifierClient:
         return self
@@ -67,6 +74,7 @@ class VerifierClient(ClientCore):
     ) -> httpx.Response:
         timeout = httpx.Timeout(self.timeout_s if read_timeout_s is None else read_timeout_s)
         attempt = 0
+        started = time.monotonic()
         while True:
             outcome: httpx.Response | httpx.TransportError
             try:
@@ -75,7 +83,7 @@ class VerifierClient(ClientCore):
                 )
             except httpx.TransportError as exc:
                 outcome = exc
-            delay = self.retry_delay(attempt, f"{method} {self.base_url}{path}", outcome)
+            delay = self.retry_delay(attempt, f"{method} {self.base_url}{path}", outcome, started)
             if delay is None:
                 assert isinstance(outcome, httpx.Response)
                 return outcome

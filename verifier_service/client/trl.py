@@ -22,7 +22,7 @@ from verifier_service.client.aio import AsyncVerifierClient
 from verifier_service.client.mappings import ItemMapping, group_key, message_text, with_group
 from verifier_service.client.settings import ClientSettings
 from verifier_service.client.sync import VerifierClient
-from verifier_service.jobs.schemas import Reward, RewardStatus
+from verifier_service.ladder.schemas import Reward, RewardStatus
 
 _TRAINER_KWARGS = frozenset(
     {"trainer_state", "log_extra", "log_metric", "completion_ids", "environments"}
@@ -108,6 +108,7 @@ class TRLReward(_Base):
         *,
         client: VerifierClient | None = None,
         base_url: str | None = None,
+        api_key: str | None = None,
         policy: str | None = None,
         timeout_s: float | None = None,
         name: str = "verifier",
@@ -116,7 +117,7 @@ class TRLReward(_Base):
         super().__init__(
             mapping, policy=policy, timeout_s=timeout_s, name=name, group_by_prompt=group_by_prompt
         )
-        self.client = client or VerifierClient(base_url)
+        self.client = client or VerifierClient(base_url, api_key=api_key)
 
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any
@@ -134,6 +135,7 @@ class AsyncTRLReward(_Base):
         mapping: ItemMapping,
         *,
         base_url: str | None = None,
+        api_key: str | None = None,
         principal: str | None = None,
         policy: str | None = None,
         timeout_s: float | None = None,
@@ -145,13 +147,16 @@ class AsyncTRLReward(_Base):
         )
         self.base_url = base_url
         self.principal = principal
+        self._api_key = api_key
         # An httpx.AsyncClient belongs to the loop it was first used on; keep one per loop.
         self._clients: dict[int, AsyncVerifierClient] = {}
 
     def _client(self) -> AsyncVerifierClient:
         loop = id(asyncio.get_running_loop())
         if loop not in self._clients:
-            self._clients[loop] = AsyncVerifierClient(self.base_url, principal=self.principal)
+            self._clients[loop] = AsyncVerifierClient(
+                self.base_url, principal=self.principal, api_key=self._api_key
+            )
         return self._clients[loop]
 
     async def __call__(

@@ -27,12 +27,12 @@ from typing import Any
 from verifier_service.client.mappings import CodeMapping, ItemMapping, SmilesMapping
 from verifier_service.client.settings import ClientSettings
 from verifier_service.client.sync import VerifierClient
-from verifier_service.jobs.schemas import Reward, RewardStatus
+from verifier_service.ladder.schemas import Reward, RewardStatus
 
 
 @lru_cache(maxsize=8)
-def _client(base_url: str, principal: str | None) -> VerifierClient:
-    return VerifierClient(base_url, principal=principal)
+def _client(base_url: str, principal: str | None, api_key: str | None) -> VerifierClient:
+    return VerifierClient(base_url, principal=principal, api_key=api_key)
 
 
 def _mapping(kind: str) -> ItemMapping:
@@ -94,6 +94,7 @@ def compute_score_batch(
     extra_infos: Sequence[Mapping[str, Any] | None] | None = None,
     *,
     base_url: str | None = None,
+    api_key: str | None = None,
     principal: str | None = None,
     policy: str | None = None,
     kind: str = "molecule",
@@ -108,7 +109,9 @@ def compute_score_batch(
     With `with_components`, every result carries the union of the batch's component names.
     """
     settings = ClientSettings()
-    client = client or _client(base_url or settings.base_url, principal or settings.principal)
+    client = client or _client(
+        base_url or settings.base_url, principal or settings.principal, api_key
+    )
     mapping = _mapping(kind)
     infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
     items = [

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import structlog
 from sqlalchemy import JSON, DateTime, Dialect, Engine, TypeDecorator, create_engine, event
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 from verifier_service.settings import get_settings
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 
 def utcnow() -> datetime:
@@ -110,3 +116,49 @@ def reset_engine_cache() -> None:
         get_engine().dispose(close=False)
     get_engine.cache_clear()
     get_sessionmaker.cache_clear()
+
+
+#: SQLSTATEs of errors that go away on their own: serialization failure, deadlock, the server
+#: shutting down or restarting, connection failures.
+TRANSIENT_SQLSTATES = frozenset(
+    {"40001", "40P01", "57P01", "57P02", "57P03", "08000", "08001", "08003", "08004", "08006"}
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a database error is worth trying again: the database was unreachable or
+    restarting, or the transaction lost a race it can win next time."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True  # connection refused/dropped, server closed it, SQLite busy
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        return getattr(exc.orig, "sqlstate", None) in TRANSIENT_SQLSTATES
+    return False
+
+
+def with_retries(
+    work: Callable[[], T],
+    *,
+    retries: int,
+    first_delay_s: float = 0.5,
+    retry_on: Callable[[BaseException], bool] = is_transient,
+) -> T:
+    """Run `work` (which opens its own transaction), again after a growing pause when it fails
+    with a database error `retry_on` accepts, at most `retries` more times."""
+    delay = first_delay_s
+    for attempt in range(retries + 1):
+        try:
+            return work()
+        except DBAPIError as exc:
+            if attempt == retries or not retry_on(exc):
+                raise
+            log.warning(
+                "database error; trying again",
+                error=type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__,
+                attempt=attempt + 1,
+                retry_in_s=delay,
+            )
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")

@@ -1,11 +1,12 @@
-"""FastAPI dependencies, declared once as Annotated aliases."""
+"""FastAPI dependencies shared by every domain, declared once as Annotated aliases. Who may
+call a route is declared with the aliases of `verifier_service.auth.deps`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from verifier_service.core.db import get_sessionmaker
@@ -25,34 +26,8 @@ def _session() -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(_session)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
-
 #: Header values we store: no control characters.
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
-
-
-def _principal(
-    x_principal: Annotated[str | None, Header(max_length=128, pattern=PRINTABLE)] = None,
-) -> str:
-    # The seam for authentication: until API keys exist, callers may name themselves.
-    return x_principal or "anonymous"
-
-
-CurrentPrincipal = Annotated[str, Depends(_principal)]
-
-
-def require_role(role: str) -> Callable[[str], str]:
-    """Dependency that will check the principal's role once auth exists; today it allows all."""
-
-    def check(principal: CurrentPrincipal) -> str:
-        # Roles arrive with the auth issue; until then every principal may act as `role`.
-        return principal
-
-    check.__name__ = f"require_{role}"
-
-    return check
-
-
-OperatorPrincipal = Annotated[str, Depends(require_role("operator"))]
 
 
 def _waiter(request: Request) -> JobWaiter:

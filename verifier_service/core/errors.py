@@ -17,6 +17,14 @@ class DomainError(Exception):
         self.hint = hint
         self.extra = extra
 
+    def headers(self) -> dict[str, str]:
+        """Response headers the error needs (WWW-Authenticate, Retry-After, ...)."""
+        return {}
+
+    def page_for(self, path: str) -> str | None:  # noqa: ARG002 - subclasses read it
+        """Where to send a person's browser asking for `path` instead, if anywhere."""
+        return None
+
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"error": self.code, "message": self.message}
         if self.hint:
@@ -48,6 +56,13 @@ class InvalidRequestError(DomainError):
 class ServiceUnavailableError(DomainError):
     status_code = 503
     code = "unavailable"
+
+    def __init__(self, message: str, *, retry_after_s: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.retry_after_s = retry_after_s
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_s)}
 
 
 class DatabaseNotMigratedError(RuntimeError):

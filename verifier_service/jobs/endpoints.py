@@ -11,25 +11,22 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.exc import IntegrityError
 
 from tiers.registry import get_tier
-from verifier_service.core.db import transaction
-from verifier_service.core.deps import (
-    PRINTABLE,
-    CurrentPrincipal,
-    SessionDep,
-    SettingsDep,
-    WaiterDep,
-)
+from verifier_service.auth import service as auth
+from verifier_service.auth.deps import JobViewer, TrainerPrincipal, rate_limiter
+from verifier_service.auth.schemas import AuthenticatedPrincipal
+from verifier_service.core.db import transaction, with_retries
+from verifier_service.core.deps import PRINTABLE, SessionDep, SettingsDep, WaiterDep
 from verifier_service.core.errors import (
     InvalidRequestError,
     NotFoundError,
     PayloadTooLargeError,
 )
 from verifier_service.core.notify import JobWaiter
-from verifier_service.jobs import service
+from verifier_service.jobs import repository, service
 from verifier_service.jobs.schemas import JobOut, RewardRequest
+from verifier_service.ladder import dispatch
 from verifier_service.ladder.costs import CostReport, job_cost
 from verifier_service.settings import Settings
-from workers import dispatch
 
 router = APIRouter(tags=["rewards"])
 
@@ -43,7 +40,10 @@ def _fast_tier(name: str) -> bool:
 
 
 def _submit(
-    request: RewardRequest, principal: str, key: str | None, inline: bool = False
+    request: RewardRequest,
+    principal: AuthenticatedPrincipal,
+    key: str | None,
+    inline: bool = False,
 ) -> tuple[str, JobOut | None]:
     """Store and enqueue a request: its job id, and the job itself if it finished already.
 
@@ -51,29 +51,44 @@ def _submit(
     round trip, no reload. It holds the write lock for those milliseconds; slower tiers always
     go through their queues.
     """
-    for attempt in (1, 2):
+
+    def store() -> tuple[service.Submission, dispatch.Outgoing]:
+        with transaction() as session:
+            submission = service.submit(
+                session,
+                request,
+                principal=principal.acting_as,
+                idempotency_key=key,
+                runs_here=_fast_tier if inline else None,
+            )
+            deadline = None
+            if submission.created and submission.deadline_s and not _completed(submission):
+                deadline = (submission.job.id, submission.deadline_s)
+            if principal.on_behalf_of and submission.created:
+                auth.record_event(
+                    session, principal.name, "job.create_on_behalf", submission.job.id,
+                    on_behalf_of=principal.on_behalf_of,
+                )  # fmt: skip
+            return submission, dispatch.stage(session, submission.ladder, deadline=deadline)
+
+    def attempt() -> tuple[service.Submission, dispatch.Outgoing]:
         try:
-            with transaction() as session:
-                submission = service.submit(
-                    session,
-                    request,
-                    principal=principal,
-                    idempotency_key=key,
-                    runs_here=_fast_tier if inline else None,
-                )
-                job_id, completed = submission.job.id, submission.job.status == "completed"
-                deadline = None
-                if submission.created and submission.deadline_s and not completed:
-                    deadline = (job_id, submission.deadline_s)
-                outgoing = dispatch.stage(session, submission.ladder, deadline=deadline)
-            break
+            return store()
         except IntegrityError:
-            # Two requests raced on one Idempotency-Key; the second one returns the first's job.
-            if attempt == 2 or key is None:
+            if key is None:
                 raise
+            return store()  # two requests raced on one Idempotency-Key: this one gets the first's
+
+    # A database that drops the connection (a restart) gets two more tries before the caller
+    # sees a 503 with Retry-After.
+    submission, outgoing = with_retries(attempt, retries=2, first_delay_s=0.25)
     dispatch.deliver(outgoing)
-    finished = submission.out() if submission.created and completed else None
-    return job_id, finished
+    finished = submission.out() if submission.created and _completed(submission) else None
+    return submission.job.id, finished
+
+
+def _completed(submission: service.Submission) -> bool:
+    return submission.job.status == "completed"
 
 
 def _status(job_id: str) -> str | None:
@@ -88,15 +103,18 @@ def _load(job_id: str) -> JobOut:
 
 async def submit_and_wait(
     request: RewardRequest,
-    principal: str,
+    principal: AuthenticatedPrincipal,
     idempotency_key: str | None,
     waiter: JobWaiter,
     settings: Settings,
 ) -> JobOut:
     """Store and enqueue a request, then wait up to its wait_s for the job; the job as it is.
 
-    Shared by every endpoint that accepts rewards (this API and the framework adapters).
+    Shared by every endpoint that accepts rewards (this API and the framework adapters); charges
+    the items to the principal's key's rate limit first.
     """
+    limiter = rate_limiter(settings.broker_url)
+    await run_in_threadpool(limiter.items, principal, len(request.items))
     job_id, finished = await run_in_threadpool(
         _submit, request, principal, idempotency_key, _runs_inline(request, settings)
     )
@@ -119,7 +137,7 @@ async def submit_and_wait(
 async def create_rewards(
     request: RewardRequest,
     response: Response,
-    principal: CurrentPrincipal,
+    principal: TrainerPrincipal,
     settings: SettingsDep,
     waiter: WaiterDep,
     idempotency_key: Annotated[str | None, Header(max_length=256, pattern=PRINTABLE)] = None,
@@ -141,15 +159,22 @@ async def create_rewards(
     return job
 
 
+def _visible(session: SessionDep, job_id: str, principal: AuthenticatedPrincipal) -> None:
+    # Someone else's job is as absent as a job that never existed: 404, never 403.
+    job = repository.get_job(session, job_id)
+    if job is None or not (principal.sees_all_jobs() or job.principal == principal.acting_as):
+        raise NotFoundError(f"no job with id {job_id!r}")
+
+
 @router.get("/v1/jobs/{job_id}")
-def get_job(job_id: str, session: SessionDep) -> JobOut:
-    """A job's status and whatever rewards and verdicts are ready."""
+def get_job(job_id: str, session: SessionDep, principal: JobViewer) -> JobOut:
+    """A job's status and whatever rewards and verdicts are ready (trainers: their own jobs)."""
+    _visible(session, job_id, principal)
     return service.job_out(session, job_id)
 
 
 @router.get("/v1/jobs/{job_id}/cost")
-def get_job_cost(job_id: str, session: SessionDep) -> CostReport:
+def get_job_cost(job_id: str, session: SessionDep, principal: JobViewer) -> CostReport:
     """Cost per tier, cache hits, escalations, and the saving against running every tier."""
-    if service.job_status(session, job_id) is None:
-        raise NotFoundError(f"no job with id {job_id!r}")
+    _visible(session, job_id, principal)
     return job_cost(session, job_id)

@@ -3,46 +3,23 @@
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tiers.base import Verdict
+from tiers.base import TextPayload, Verdict
+from tiers.chem.schemas import MoleculePayload
+from tiers.code.schemas import CodePayload
+
+# The reward types are the ladder's; they are part of this API's bodies, so exported here too.
+from verifier_service.ladder.schemas import Reward as Reward
+from verifier_service.ladder.schemas import RewardCost as RewardCost
+from verifier_service.ladder.schemas import RewardStatus as RewardStatus
 from verifier_service.policies.schemas import POLICY_NAME_PATTERN
 
 
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class MoleculePayload(_In):
-    """A molecule as SMILES."""
-
-    smiles: str = Field(description="SMILES string as the policy wrote it.")
-
-
-class CodePayload(_In):
-    """Source code and the tests that judge it."""
-
-    language: str = Field(default="python", description="Programming language of code.")
-    code: str = Field(description="The program under test.")
-    tests: str = Field(default="", description="Assert-style script or pytest file.")
-    setup: str | None = Field(default=None, description="Code run before the tests.")
-    fail_to_pass: list[str] | None = Field(
-        default=None, description="Tests that must pass now (SWE-bench F2P)."
-    )
-    pass_to_pass: list[str] | None = Field(
-        default=None, description="Tests that must keep passing (SWE-bench P2P)."
-    )
-    timeout_s: float | None = Field(default=None, gt=0, le=600, description="Wall clock.")
-    memory_mb: int | None = Field(default=None, gt=0, le=16384, description="Memory limit.")
-
-
-class TextPayload(_In):
-    """Free text."""
-
-    text: str
 
 
 #: Longest metadata.group accepted (it is stored and indexed with the item).
@@ -161,34 +138,6 @@ class RewardRequest(_In):
         le=MAX_DEADLINE_S,
         description="At this many seconds, finish with what is available (at most 30 days).",
     )
-
-
-class RewardStatus(StrEnum):
-    scored = "scored"
-    pending = "pending"
-    infra_error = "infra_error"
-
-
-class RewardCost(BaseModel):
-    """What verifying an item cost."""
-
-    cpu_s: float = 0.0
-    wall_s: float = 0.0
-    cost_units: float = 0.0
-
-
-class Reward(BaseModel):
-    """The reward of one item."""
-
-    value: float | None
-    status: RewardStatus
-    reason: str | None = None
-    components: dict[str, float] = Field(default_factory=dict)
-    step_rewards: list[float | None] | None = None
-    outcome_reward: float | None = None
-    fidelity: str | None = Field(default=None, description="Highest tier that contributed.")
-    provenance: list[str] = Field(default_factory=list, description="Verdict ids used.")
-    cost: RewardCost = Field(default_factory=RewardCost)
 
 
 class StoredVerdict(Verdict):

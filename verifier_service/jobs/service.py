@@ -17,8 +17,8 @@ from tiers.registry import get_tier
 from verifier_service.core.db import utcnow
 from verifier_service.core.errors import ConflictError, InvalidRequestError, NotFoundError
 from verifier_service.core.notify import sync_client
+from verifier_service.core.presence import live_workers
 from verifier_service.jobs import repository
-from verifier_service.jobs.models import Item, Job, new_id
 from verifier_service.jobs.schemas import (
     ItemOut,
     JobOut,
@@ -27,13 +27,12 @@ from verifier_service.jobs.schemas import (
     StoredVerdict,
     Trajectory,
 )
-from verifier_service.ladder.models import VerdictRecord
+from verifier_service.ladder.models import Item, Job, VerdictRecord, new_id
 from verifier_service.ladder.repository import verdicts_for
 from verifier_service.ladder.service import LadderPass, LadderResult
 from verifier_service.policies.schemas import PolicyDocument
 from verifier_service.policies.service import resolve
 from verifier_service.settings import get_settings
-from workers.presence import live_workers
 
 
 @dataclass
@@ -110,7 +109,10 @@ def submit(
         policy_version=policy.version,
         status="running",
         created_at=now,
-        deadline_at=now + timedelta(seconds=request.deadline_s) if request.deadline_s else None,
+        # Every job has a deadline (the settings' default when the request sets none), so that
+        # none stays running forever, whatever is lost.
+        deadline_at=now
+        + timedelta(seconds=request.deadline_s or get_settings().api.default_deadline_s),
         n_items=len(request.items),
         n_done=0,
     )

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections import defaultdict
 
 from pydantic import BaseModel, Field
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement
 from sqlalchemy.orm import Session
 
 from tiers.registry import UnknownTierError, get_tier
-from verifier_service.jobs.models import Item, Job
-from verifier_service.ladder.models import CostLedgerEntry
+from verifier_service.ladder import repository
+from verifier_service.ladder.models import CostLedgerEntry, Item, Job
 from verifier_service.policies.service import resolve
 
 
@@ -42,7 +42,7 @@ def _report(
     session: Session, where: list[ColumnElement[bool]], items_where: list[ColumnElement[bool]]
 ) -> CostReport:
     tiers: dict[str, TierCost] = defaultdict(TierCost)
-    for entry in session.scalars(select(CostLedgerEntry).where(*where)):
+    for entry in repository.ledger_where(session, *where):
         cost = tiers[entry.tier]
         if entry.cached:
             cost.cache_hits += 1
@@ -53,12 +53,7 @@ def _report(
         cost.cost_units += entry.cost_units
         cost.cpu_s += entry.cpu_s
         cost.wall_s += entry.wall_s
-    rows = session.execute(
-        select(Job.policy_name, Job.policy_version, Item.kind, func.count())
-        .join(Job, Job.id == Item.job_id)
-        .where(Item.kind != "trajectory", *items_where)
-        .group_by(Job.policy_name, Job.policy_version, Item.kind)
-    ).all()
+    rows = repository.leaf_counts_by_version(session, *items_where)
     every = 0.0
     n_items = 0
     for name, version, kind, count in rows:

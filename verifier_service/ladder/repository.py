@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, Table, and_, bindparam, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from tiers.base import Verdict
-from verifier_service.jobs.models import Item, Job, new_id
-from verifier_service.ladder.models import CostLedgerEntry, VerdictCacheEntry, VerdictRecord
+from verifier_service.core.db import utcnow
+from verifier_service.ladder.models import (
+    CostLedgerEntry,
+    Item,
+    Job,
+    VerdictCacheEntry,
+    VerdictRecord,
+    new_id,
+)
 
 
 def lock_job(session: Session, job_id: str) -> Job | None:
@@ -22,6 +30,53 @@ def lock_job(session: Session, job_id: str) -> Job | None:
 
 def items_by_id(session: Session, item_ids: Iterable[str]) -> list[Item]:
     return list(session.scalars(select(Item).where(Item.id.in_(list(item_ids)))))
+
+
+def job_of_items(session: Session, item_ids: Sequence[str]) -> str | None:
+    """The job of some items (of one job), or None if none of them exists."""
+    query = select(Item.job_id).where(Item.id.in_(list(item_ids))).limit(1)
+    return session.scalar(query)
+
+
+def running_claimants(session: Session) -> set[str]:
+    """The workers that hold claims on running items."""
+    query = select(Item.claimed_by).where(
+        Item.state == "running", Item.claimed_by.is_not(None)
+    ).distinct()
+    return {name for name in session.scalars(query) if name is not None}
+
+
+def lost_work(
+    session: Session,
+    *,
+    sent_before: datetime | None,
+    unclaimed_before: datetime,
+    dead_workers: Collection[str],
+    claimed_before: datetime,
+    limit: int,
+) -> dict[str, list[str]]:
+    """Running items (by job) whose tier work no task will finish: sent before the broker lost
+    its data, sent long ago and never taken, or taken by a worker that died or by a task that
+    can no longer be running."""
+    unclaimed = Item.claimed_by.is_(None)
+    lost = [
+        and_(unclaimed, or_(Item.dispatched_at.is_(None), Item.dispatched_at < unclaimed_before)),
+        and_(Item.claimed_by.is_not(None), Item.claimed_at < claimed_before),
+    ]
+    if sent_before is not None:
+        lost.append(and_(unclaimed, Item.dispatched_at < sent_before))
+    if dead_workers:
+        lost.append(Item.claimed_by.in_(list(dead_workers)))
+    query = (
+        select(Item.job_id, Item.id)
+        .where(Item.state == "running", or_(*lost))
+        .order_by(Item.job_id)
+        .limit(limit)
+    )
+    found: dict[str, list[str]] = defaultdict(list)
+    for job_id, item_id in session.execute(query):
+        found[job_id].append(item_id)
+    return found
 
 
 def open_leaf_items(session: Session, job_id: str) -> list[Item]:
@@ -118,25 +173,42 @@ def cached_verdicts(session: Session, keys: Iterable[str]) -> dict[str, Verdict]
     return {row.key: Verdict.model_validate(row.verdict) for row in rows}
 
 
-def count_cache_hits(session: Session, hits: dict[str, int]) -> None:
-    for key, n in hits.items():
-        session.execute(
-            update(VerdictCacheEntry)
-            .where(VerdictCacheEntry.key == key)
-            .values(hits=VerdictCacheEntry.hits + n)
-        )
+def count_cache_hits(session: Session, hits: Mapping[str, int]) -> None:
+    """Add to the hit counts of cache entries (one statement for all of them)."""
+    if not hits:
+        return
+    table = VerdictCacheEntry.__table__
+    assert isinstance(table, Table)
+    session.execute(
+        update(table)
+        .where(table.c.key == bindparam("hit_key"))
+        .values(hits=table.c.hits + bindparam("hit_n")),
+        [{"hit_key": key, "hit_n": n} for key, n in hits.items()],
+    )
 
 
-def put_cache(session: Session, key: str, verdict: Verdict) -> None:
-    if session.get(VerdictCacheEntry, key) is None:
-        session.add(
-            VerdictCacheEntry(
-                key=key,
-                tier=verdict.tier,
-                tier_version=verdict.tier_version,
-                verdict=verdict.model_dump(mode="json", exclude={"cached"}),
-            )
-        )
+def put_cache(session: Session, verdicts: Mapping[str, Verdict]) -> None:
+    """Cache verdicts by content key; a key already cached keeps its entry.
+
+    Insert-or-keep in one statement: two jobs (or requests) that computed the same verdict at
+    the same time both go on with it, instead of one failing on the primary key.
+    """
+    if not verdicts:
+        return
+    rows = [
+        {
+            "key": key,
+            "tier": verdict.tier,
+            "tier_version": verdict.tier_version,
+            "verdict": verdict.model_dump(mode="json", exclude={"cached"}),
+            "hits": 0,
+            "created_at": utcnow(),
+        }
+        for key, verdict in sorted(verdicts.items())  # one order everywhere: no deadlocks
+    ]
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    session.execute(insert(VerdictCacheEntry).on_conflict_do_nothing(index_elements=["key"]), rows)
 
 
 def charge(session: Session, **fields: Any) -> CostLedgerEntry:
@@ -166,3 +238,45 @@ def spent_by_principal_since(session: Session, principal: str, tier: str, since:
         CostLedgerEntry.created_at >= since,
     )
     return float(session.scalar(query) or 0.0)
+
+
+def overdue_job_ids(session: Session, now: datetime, limit: int) -> list[str]:
+    """Running jobs whose deadline has passed (their expiry message was lost or is late)."""
+    query = (
+        select(Job.id)
+        .where(Job.status == "running", Job.deadline_at.is_not(None), Job.deadline_at < now)
+        .order_by(Job.deadline_at)
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+def ledger_where(session: Session, *where: ColumnElement[bool]) -> list[CostLedgerEntry]:
+    """Cost-ledger rows matching `where`."""
+    return list(session.scalars(select(CostLedgerEntry).where(*where)))
+
+
+def leaf_counts_by_version(
+    session: Session, *where: ColumnElement[bool]
+) -> list[tuple[str, int, str, int]]:
+    """(policy name, version, kind, count) of the leaf items of the jobs matching `where`."""
+    rows = session.execute(
+        select(Job.policy_name, Job.policy_version, Item.kind, func.count())
+        .join(Job, Job.id == Item.job_id)
+        .where(Item.kind != "trajectory", *where)
+        .group_by(Job.policy_name, Job.policy_version, Item.kind)
+    ).all()
+    return [(name, version, kind, count) for name, version, kind, count in rows]
+
+
+def stored_leaf_items(
+    session: Session, job_ids: Sequence[str] | None, policy_name: str, limit: int
+) -> list[Item]:
+    """Leaf items of the given jobs, or of the policy's latest `limit` items."""
+    query = select(Item).join(Job, Job.id == Item.job_id).where(Item.kind != "trajectory")
+    if job_ids:
+        query = query.where(Item.job_id.in_(list(job_ids)))
+    else:
+        query = query.where(Job.policy_name == policy_name)
+    query = query.order_by(Job.created_at.desc(), Item.index).limit(limit)
+    return list(session.scalars(query))

@@ -12,7 +12,9 @@ from sqlalchemy.orm import Session
 from tiers.registry import UnknownTierError, get_tier, tier_names
 from verifier_service.core.errors import DomainError, NotFoundError
 from verifier_service.policies import repository
+from verifier_service.policies.api_schemas import PolicySummary
 from verifier_service.policies.loader import PolicyValidationError, parse_policy
+from verifier_service.policies.models import PolicyVersionRecord
 from verifier_service.policies.schemas import PolicyDocument
 
 
@@ -99,6 +101,48 @@ def resolve(session: Session, name: str, version: int | None = None) -> Resolved
         document = parse_policy(record.document, fmt="json")
         _VERSIONS[(name, version)] = document
     return ResolvedPolicy(name=name, version=version, document=document)
+
+
+def summary(session: Session, name: str) -> PolicySummary:
+    """A policy's versions and which one is active; 404 when there is no such policy."""
+    policy = repository.get_policy(session, name)
+    if policy is None:
+        raise NotFoundError(f"no policy named {name!r}")
+    versions = [v.version for v in repository.list_versions(session, name)]
+    return PolicySummary(name=name, active_version=policy.active_version, versions=versions)
+
+
+def summaries(session: Session) -> list[PolicySummary]:
+    """Every policy with its versions and which one is active."""
+    return [summary(session, p.name) for p in repository.list_policies(session)]
+
+
+def stored_version(session: Session, name: str, version: int) -> PolicyVersionRecord:
+    """A stored version of a policy; 404 when there is none."""
+    record = repository.get_version(session, name, version)
+    if record is None:
+        raise NotFoundError(f"policy {name!r} has no version {version}")
+    return record
+
+
+def is_active(session: Session, name: str, version: int) -> bool:
+    policy = repository.get_policy(session, name)
+    return policy is not None and policy.active_version == version
+
+
+def activate(session: Session, name: str, version: int) -> PolicySummary:
+    """Make a stored version the one new jobs run under."""
+    stored_version(session, name, version)
+    repository.set_active(session, name, version)
+    return summary(session, name)
+
+
+def active_or_none(session: Session, name: str) -> ResolvedPolicy | None:
+    """The active version of a policy, or None when it has none (or does not exist)."""
+    policy = repository.get_policy(session, name)
+    if policy is None or policy.active_version is None:
+        return None
+    return resolve(session, name)
 
 
 def save(

@@ -61,7 +61,7 @@ def check_command() -> None:
     from tiers.code.sandbox import SandboxUnavailableError, startup_check
 
     try:
-        startup_check()
+        startup_check(get_settings().sandbox)
     except SandboxUnavailableError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc

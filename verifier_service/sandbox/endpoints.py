@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from verifier_service.auth.deps import KEY_IN_PATH, TrainerPrincipal
 from verifier_service.sandbox import service
 from verifier_service.sandbox.schemas import RunCodeRequest, RunCodeResponse
 
@@ -11,6 +12,12 @@ router = APIRouter(tags=["sandbox"])
 
 
 @router.post("/run_code", response_model=RunCodeResponse)
-def run_code(request: RunCodeRequest) -> RunCodeResponse:
+@router.post(
+    "/k/{api_key}/run_code",
+    response_model=RunCodeResponse,
+    dependencies=[KEY_IN_PATH],
+    summary="Run Code (API key in the path)",
+)
+def run_code(request: RunCodeRequest, _: TrainerPrincipal) -> RunCodeResponse:
     """Run a Python program in a fresh sandbox container (SandboxFusion's /run_code)."""
     return service.run_code(request)

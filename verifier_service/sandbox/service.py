@@ -5,7 +5,11 @@ from __future__ import annotations
 import binascii
 import logging
 
-from tiers.code.pool import SandboxInfraError, SandboxUnavailableError, get_pool
+from tiers.code.attach import SandboxInfraError
+from tiers.code.engine import SandboxUnavailableError
+from tiers.code.pool import get_pool
+from tiers.code.settings import SandboxSettings
+from tiers.registry import settings_for
 from verifier_service.sandbox.schemas import (
     CommandRunResult,
     CommandRunStatus,
@@ -13,7 +17,6 @@ from verifier_service.sandbox.schemas import (
     RunCodeResponse,
     RunStatus,
 )
-from verifier_service.settings import get_settings
 
 logger = logging.getLogger(__name__)
 
@@ -24,26 +27,48 @@ def _sandbox_error(message: str) -> RunCodeResponse:
     return RunCodeResponse(status=RunStatus.SandboxError, message=message)
 
 
+def run_settings(settings: SandboxSettings) -> SandboxSettings:
+    """The sandbox settings `/run_code` runs under: the tier's, with the run_code limits.
+
+    Output within `run_code_output_limit_bytes` comes back whole (no separate, smaller cap), and
+    `run_timeout` is honoured up to `run_code_max_timeout_s`. The pool of a process is keyed by
+    its settings; only `/run_code` uses the API process's pool, so these are its settings, and
+    it keeps `run_code_pool_size` warm containers (none by default).
+    """
+    limit = settings.run_code_output_limit_bytes
+    return settings.model_copy(
+        update={
+            "output_cap_bytes": limit,
+            "output_limit_bytes": limit,
+            "max_timeout_s": settings.run_code_max_timeout_s,
+            "max_memory_mb": max(settings.max_memory_mb, settings.run_code_memory_mb),
+            "pool_size": settings.run_code_pool_size,
+        }
+    )
+
+
 def run_code(request: RunCodeRequest) -> RunCodeResponse:
     """Run `request.code` once in a fresh sandbox container; never raises for bad requests."""
     if request.language.lower() not in SUPPORTED_LANGUAGES:
         return _sandbox_error(
             f"language {request.language!r} is not supported by this sandbox; supported: python"
         )
-    settings = get_settings().sandbox
+    settings = run_settings(settings_for("code", SandboxSettings))
     if request.run_timeout <= 0:
         return _sandbox_error("run_timeout must be positive")
     timeout_s = min(request.run_timeout, settings.max_timeout_s)
-    memory_mb = settings.default_memory_mb
+    memory_mb = settings.run_code_memory_mb
     if request.memory_limit_MB > 0:
         memory_mb = max(64, min(request.memory_limit_MB, settings.max_memory_mb))
     files: dict[str, str] = {}
     for path, content in request.files.items():
+        if content is None:
+            continue  # SandboxFusion: a file whose content is None is not written
         try:
-            binascii.a2b_base64(content or "")
+            binascii.a2b_base64(content)
         except binascii.Error:
             return _sandbox_error(f"files[{path!r}] is not valid base64")
-        files[path] = content or ""
+        files[path] = content
     size = len(request.code.encode()) + sum(len(c) for c in files.values())
     size += len((request.stdin or "").encode())
     if size > settings.max_source_bytes:
@@ -61,7 +86,7 @@ def run_code(request: RunCodeRequest) -> RunCodeResponse:
         "output_limit": settings.output_limit_bytes,
     }
     try:
-        outcome = get_pool().run(spec, timeout_s, memory_mb)
+        outcome = get_pool(settings).run(spec, timeout_s, memory_mb)
     except (SandboxUnavailableError, SandboxInfraError) as exc:
         logger.warning("run_code could not run: %s", exc)
         return _sandbox_error(str(exc))

@@ -7,10 +7,10 @@ from pydantic import BaseModel, Field
 from redis.exceptions import RedisError
 
 from tiers.registry import get_tier, tier_names
-from verifier_service.core.deps import OperatorPrincipal
+from verifier_service.auth.deps import OperatorPrincipal
 from verifier_service.core.notify import sync_client
+from verifier_service.core.presence import workers_per_queue
 from verifier_service.settings import get_settings
-from workers.presence import workers_per_queue
 
 router = APIRouter(tags=["tiers"])
 

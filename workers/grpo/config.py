@@ -23,7 +23,16 @@ class ServiceConfig(_Section):
         description="Policy YAML to store (as a new active version) before training; relative "
         "paths are resolved against the config file's folder.",
     )
-    principal: str = Field(default="grpo-trainer", description="Sent as X-Principal.")
+    principal: str = Field(
+        default="grpo-trainer",
+        description="Sent as X-Principal: honoured from an operator's key (or dev's local "
+        "admin); other keys' work is recorded under their own principal.",
+    )
+    api_key: str | None = Field(
+        default=None,
+        description="API key of a trainer (`verifier-service keys create --role trainer`); "
+        "default: the VERIFIER_API_KEY environment variable.",
+    )
     timeout_s: float = Field(default=120.0, gt=0, description="Longest wait for one batch.")
     use_async: bool = Field(default=False, description="Use the async TRL reward function.")
 

@@ -105,7 +105,11 @@ def summarize(metrics: Path, plot: Path, model_dir: Path, window: int = 5) -> Ru
 
 
 def _prepare_service(config: TrainConfig) -> None:
-    with VerifierClient(config.service.base_url, principal=config.service.principal) as client:
+    with VerifierClient(
+        config.service.base_url,
+        principal=config.service.principal,
+        api_key=config.service.api_key,
+    ) as client:
         if config.service.policy_file is not None:
             summary = client.create_policy(config.service.policy_file.read_text())
             console.print(
@@ -190,12 +194,17 @@ def run(config: TrainConfig) -> RunSummary:
             SmilesMapping(),
             base_url=config.service.base_url,
             principal=config.service.principal,
+            api_key=config.service.api_key,
             policy=config.service.policy,
             timeout_s=config.service.timeout_s,
             name=REWARD_NAME,
         )
     else:
-        client = VerifierClient(config.service.base_url, principal=config.service.principal)
+        client = VerifierClient(
+            config.service.base_url,
+            principal=config.service.principal,
+            api_key=config.service.api_key,
+        )
         reward = TRLReward(
             SmilesMapping(),
             client=client,

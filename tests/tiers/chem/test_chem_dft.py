@@ -10,6 +10,7 @@ from tiers.base import Candidate, Tier, VerdictStatus
 from tiers.chem.conformers import Geometry, embed_and_minimise
 from tiers.chem.dft import ChemDftTier, geometry_atoms, run_dft
 from tiers.chem.molecule import parse_smiles
+from tiers.chem.settings import ChemSettings
 from tiers.registry import get_tier
 
 BOHR = 0.52917721067  # Angstrom
@@ -30,7 +31,7 @@ def mol(smiles: str) -> Candidate:
 
 @pytest.fixture(scope="module")
 def tier() -> ChemDftTier:
-    return ChemDftTier(timeout_s=120, memory_mb=2000)
+    return ChemDftTier(ChemSettings(dft_timeout_s=120, dft_memory_mb=2000))
 
 
 def run(tier: ChemDftTier, smiles: str, config: dict[str, Any] | None = None) -> Any:
@@ -101,7 +102,7 @@ def test_timeout_kills_the_child(tier: ChemDftTier) -> None:
 
 
 def test_settings_timeout_cannot_be_raised_by_config() -> None:
-    short = ChemDftTier(timeout_s=0.2, memory_mb=2000)
+    short = ChemDftTier(ChemSettings(dft_timeout_s=0.2, dft_memory_mb=2000))
     assert run(short, "O", {"timeout_s": 1000}).reason == "dft_timeout"
 
 

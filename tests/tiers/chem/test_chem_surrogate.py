@@ -12,6 +12,7 @@ from rdkit.Chem import Crippen
 from typer.testing import CliRunner
 
 from tiers.base import Candidate, Tier, VerdictStatus
+from tiers.chem.settings import ChemSettings
 from tiers.chem.surrogate import ChemSurrogateTier
 from tiers.chem.surrogate_model import SurrogateModel, SurrogateModelError, train_surrogate
 from tiers.registry import get_tier
@@ -69,7 +70,7 @@ def model_path(logp_csv: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def tier() -> ChemSurrogateTier:
-    return ChemSurrogateTier(model_path=None)
+    return ChemSurrogateTier()
 
 
 def run(tier: ChemSurrogateTier, smiles: str, config: dict[str, Any] | None = None) -> Any:
@@ -99,7 +100,7 @@ def test_water_xtb_matches_gfn2_reference(tier: ChemSurrogateTier) -> None:
 
 def test_mmff_and_xtb_reproducible_with_fixed_seed(tier: ChemSurrogateTier) -> None:
     first = run(tier, ASPIRIN)
-    again = ChemSurrogateTier(model_path=None).verify_batch([mol(ASPIRIN)], {})[0]
+    again = ChemSurrogateTier().verify_batch([mol(ASPIRIN)], {})[0]
     assert first.components["ff_energy_kcal"] == again.components["ff_energy_kcal"]
     assert first.components["xtb_energy_hartree"] == again.components["xtb_energy_hartree"]
     # Values of this code version with seed 42 and 8 conformers (MMFF94, GFN2-xTB).
@@ -159,7 +160,7 @@ def test_bad_inputs(tier: ChemSurrogateTier) -> None:
 
 
 def test_learned_model_prediction_and_uncertainty(model_path: Path) -> None:
-    tier = ChemSurrogateTier(model_path=model_path)
+    tier = ChemSurrogateTier(ChemSettings(surrogate_model_path=model_path))
     test_smiles = nci_smiles(40, start=2000)
     config = {"forcefield": False, "xtb": False, "model_score_low": -2, "model_score_high": 8}
     verdicts = tier.verify_batch([mol(s) for s in test_smiles], config)
@@ -185,7 +186,9 @@ def test_learned_model_prediction_and_uncertainty(model_path: Path) -> None:
 
 
 def test_model_is_also_reported_with_geometry(model_path: Path) -> None:
-    v = ChemSurrogateTier(model_path=model_path).verify_batch([mol(ASPIRIN)], {"xtb": False})[0]
+    v = ChemSurrogateTier(ChemSettings(surrogate_model_path=model_path)).verify_batch(
+        [mol(ASPIRIN)], {"xtb": False}
+    )[0]
     assert {"model_prediction", "model_std", "strain_kcal"} <= set(v.components)
     assert "Surrogate predicts logp" in v.feedback
 
@@ -200,7 +203,9 @@ def test_required_model_missing_is_error(tier: ChemSurrogateTier) -> None:
 def test_corrupt_model_file_is_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.joblib"
     bad.write_bytes(b"not a joblib file")
-    v = ChemSurrogateTier(model_path=bad).verify_batch([mol(ASPIRIN)], {"xtb": False})[0]
+    v = ChemSurrogateTier(ChemSettings(surrogate_model_path=bad)).verify_batch(
+        [mol(ASPIRIN)], {"xtb": False}
+    )[0]
     assert v.status == VerdictStatus.error
     assert v.reason == "model_unavailable"
     with pytest.raises(SurrogateModelError):

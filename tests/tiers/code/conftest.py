@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 
+from tiers import registry
 from tiers.base import Candidate, Verdict
 from tiers.code import pool as pool_module
-from tiers.code.pool import OWNER_LABEL, SandboxPool, SandboxUnavailableError, make_client
+from tiers.code.engine import OWNER_LABEL, SandboxUnavailableError, check_engine, make_client
+from tiers.code.pool import SandboxPool
 from tiers.code.sandbox import SandboxTier
-from verifier_service.settings import SandboxSettings, get_settings
+from tiers.code.settings import SandboxSettings
 
 # Short limits keep the hostile suite quick on a shared 2-core machine.
 TEST_SANDBOX = {
@@ -34,23 +36,22 @@ TEST_SANDBOX = {
 
 @pytest.fixture(scope="session")
 def sandbox_settings() -> Iterator[SandboxSettings]:
-    """The process settings' sandbox group, with test limits, restored afterwards."""
-    settings = get_settings()
-    original = settings.sandbox
-    settings.sandbox = original.model_copy(update=TEST_SANDBOX)
+    """Sandbox settings with test limits, handed to the code tiers as a service would."""
+    settings = SandboxSettings(**TEST_SANDBOX)
     try:
-        pool_module.check_engine(settings.sandbox)
+        check_engine(settings)
     except SandboxUnavailableError as exc:
-        settings.sandbox = original
         pytest.fail(
             f"the sandbox tests need a real Docker engine and image: {exc}\n"
             "Set them up with `bash .ci/install-docker.sh && "
             "verifier-service sandbox build-image --if-missing`.",
             pytrace=False,
         )
-    yield settings.sandbox
+    # What the service does at start-up: POST /run_code and get_pool() take these.
+    registry.configure({"code": settings})
+    yield settings
     pool_module.shutdown_pool()
-    settings.sandbox = original
+    registry.configure({})
 
 
 @pytest.fixture(scope="session")
@@ -61,7 +62,7 @@ def docker_client(sandbox_settings: SandboxSettings) -> Any:
 @pytest.fixture(scope="session")
 def sandbox_pool(sandbox_settings: SandboxSettings, docker_client: Any) -> Iterator[SandboxPool]:
     """The process-wide pool the tier uses; at the end every container it made must be gone."""
-    pool = pool_module.get_pool()
+    pool = pool_module.get_pool(sandbox_settings)
     yield pool
     pool_module.shutdown_pool()
     left = docker_client.api.containers(all=True, filters={"label": f"{OWNER_LABEL}={pool.owner}"})
@@ -97,8 +98,8 @@ def used_containers(
 
 
 @pytest.fixture(scope="session")
-def tier() -> SandboxTier:
-    return SandboxTier()
+def tier(sandbox_settings: SandboxSettings) -> SandboxTier:
+    return SandboxTier(sandbox_settings)
 
 
 @pytest.fixture

@@ -10,9 +10,11 @@ import pytest
 
 from tiers.base import Candidate, VerdictStatus
 from tiers.code import sandbox as sandbox_module
-from tiers.code.pool import OWNER_LABEL, RunOutcome, SandboxPool
+from tiers.code.attach import RunOutcome
+from tiers.code.engine import OWNER_LABEL
+from tiers.code.pool import SandboxPool
 from tiers.code.sandbox import SandboxTier
-from verifier_service.settings import SandboxSettings
+from tiers.code.settings import SandboxSettings
 
 Events = Callable[[str, float, float], list[str]]
 
@@ -57,7 +59,7 @@ def sized_pool(
         assert pool.wait_full(60), f"the pool did not fill to {size} warm containers"
         spy = TierPool(pool)
         monkeypatch.setattr(pool, "run", spy.run)
-        monkeypatch.setattr(sandbox_module, "get_pool", lambda: pool)
+        monkeypatch.setattr(sandbox_module, "get_pool", lambda _settings: pool)
         return spy
 
     yield make

@@ -11,19 +11,19 @@ import pytest
 from typer.testing import CliRunner
 
 from tiers.base import Candidate, VerdictStatus
-from tiers.code.image import apt_mirror
-from tiers.code.pool import (
+from tiers.code.engine import (
     LABEL,
     OWNER_LABEL,
-    SandboxPool,
     SandboxUnavailableError,
     check_engine,
     resolve_runtime,
     startup_check,
 )
+from tiers.code.image import apt_mirror
+from tiers.code.pool import SandboxPool
 from tiers.code.sandbox import SandboxTier
+from tiers.code.settings import SandboxSettings
 from verifier_service.sandbox.cli import sandbox_app
-from verifier_service.settings import SandboxSettings, get_settings
 
 
 def labelled(client: Any, owner: str) -> list[dict[str, Any]]:
@@ -69,7 +69,7 @@ def test_startup_check_removes_containers_of_dead_owners(
     stale = docker_client.api.create_container(
         sandbox_settings.image, command=["sleep", "infinity"], labels=labels
     )
-    startup_check()
+    startup_check(sandbox_settings)
     assert labelled(docker_client, dead_owner) == []
     ids = {c["Id"] for c in docker_client.api.containers(all=True)}
     assert stale["Id"] not in ids
@@ -116,12 +116,11 @@ def test_runtime_auto_prefers_crun_and_a_named_runtime_is_used(
 
 
 def test_runtime_missing_from_the_engine_stops_worker_startup(
-    sandbox_settings: SandboxSettings, monkeypatch: pytest.MonkeyPatch
+    sandbox_settings: SandboxSettings,
 ) -> None:
     missing = sandbox_settings.model_copy(update={"runtime": "no-such-runtime"})
-    monkeypatch.setattr(get_settings(), "sandbox", missing)
     with pytest.raises(SandboxUnavailableError) as raised:
-        startup_check()
+        startup_check(missing)
     message = str(raised.value)
     assert "'no-such-runtime' (sandbox.runtime) is not registered" in message
     assert "runc" in message  # what the engine does have

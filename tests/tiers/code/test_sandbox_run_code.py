@@ -10,6 +10,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from verifier_service.auth.deps import CurrentPrincipal
+from verifier_service.auth.service import local_admin
 from verifier_service.sandbox.endpoints import router
 
 
@@ -17,6 +19,8 @@ from verifier_service.sandbox.endpoints import router
 def client(sandbox_pool: Any) -> Iterator[TestClient]:
     app = FastAPI()
     app.include_router(router)
+    # The route needs a trainer; who calls is not what these tests are about.
+    app.dependency_overrides[CurrentPrincipal.__metadata__[0].dependency] = local_admin
     with TestClient(app) as test_client:
         yield test_client
 
@@ -108,3 +112,43 @@ def test_unsupported_language_is_a_sandbox_error_not_a_4xx(client: TestClient) -
     assert data["status"] == "SandboxError"
     assert "cobol" in data["message"]
     assert data["run_result"] is None
+
+
+# -- SandboxFusion parity: what its clients rely on ---------------------------------------------
+
+
+def test_large_stdout_comes_back_whole(client: TestClient) -> None:
+    # 300 kB: SandboxFusion returns it whole; the code tier's 64 kB cap must not apply here.
+    data = run(client, code="import sys\nsys.stdout.write('x' * 300_000 + 'END')")
+    assert data["status"] == "Success", data["message"]
+    assert len(data["run_result"]["stdout"]) == 300_003
+    assert data["run_result"]["stdout"].endswith("END")
+
+
+def test_output_of_several_megabytes_is_not_killed(client: TestClient) -> None:
+    data = run(client, code="import sys\nfor _ in range(3):\n    sys.stdout.write('y' * 1_000_000)")
+    assert data["status"] == "Success", data["run_result"]["stderr"][-300:]
+    assert len(data["run_result"]["stdout"]) == 3_000_000
+
+
+def test_a_file_with_no_content_is_not_written(client: TestClient) -> None:
+    data = run(
+        client,
+        code="import os\nprint(os.path.exists('absent.txt'), open('here.txt').read())",
+        files={"absent.txt": None, "here.txt": base64.b64encode(b"hi").decode()},
+    )
+    assert data["status"] == "Success", data
+    assert data["run_result"]["stdout"] == "False hi\n"
+
+
+def test_memory_default_is_the_run_code_setting_not_the_tier_default(client: TestClient) -> None:
+    # The SDK cannot send memory_limit_MB; 400 MB is over the tier's 256 MB default.
+    data = run(client, code="x = bytearray(400 * 1024 * 1024)\nx[::4096] = b'1' * len(x[::4096])")
+    assert data["status"] == "Success", data["run_result"]["stderr"][-300:]
+
+
+def test_run_timeout_above_sixty_seconds_is_honoured(client: TestClient) -> None:
+    data = run(client, code="import time\ntime.sleep(62)\nprint('done')", run_timeout=90)
+    assert data["status"] == "Success", data
+    assert data["run_result"]["stdout"] == "done\n"
+    assert data["run_result"]["execution_time"] >= 62

@@ -22,6 +22,7 @@ def test_grpo_trainer_runs_against_the_live_service_and_resumes(
 ) -> None:
     config = TrainConfig.load(CONFIGS / "cpu-smoke.yaml")
     config.service.base_url = live_service.base_url
+    config.service.api_key = live_service.create_key("grpo-trainer", "trainer")
     config.output_dir = tmp_path / "run"
     started = time.monotonic()
     summary = run(config)

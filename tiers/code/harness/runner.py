@@ -1,12 +1,13 @@
 """The harness that runs inside a sandbox container (stdlib only, Python >= 3.8).
 
-The pool starts each container with this file's text as `python3 -I -c` and the harness as the
-container's PID 1, waiting for a JSON spec on stdin (or, for a one-off `docker run`, the spec as
-the remaining arguments). It writes the candidate's files into /work, runs the tests (or the
-program) in a child process in its own session with a wall-clock limit and output caps, collects
-per-test results through a pipe, kills everything else still running, and prints one JSON object
-on stdout. As PID 1 of the container's PID namespace it cannot be killed from inside, and when it
-exits the kernel kills whatever the candidate left behind. The host does not trust it either:
+The pool starts each container with this file's text (with the test programs it runs filled in,
+see SCRIPT_HARNESS below) as `python3 -I -c` and the harness as the container's PID 1, waiting
+for a JSON spec on stdin (or, for a one-off `docker run`, the spec as the remaining arguments).
+It writes the candidate's files into /work, runs the tests (or the program) in a child process
+in its own session with a wall-clock limit and output caps, collects per-test results through a
+pipe, kills everything else still running, and prints one JSON object on stdout. As PID 1 of
+the container's PID namespace it cannot be killed from inside, and when it exits the kernel
+kills whatever the candidate left behind. The host does not trust it either:
 it enforces its own deadline and output cap, and removes the container afterwards.
 """
 
@@ -87,127 +88,13 @@ json_loads, json_dumps = _json_codec()
 WORK = "/work"
 HARNESS_DIR = "/work/.vs"
 MAX_EVENT_BYTES = 4 * 1024 * 1024
-TRACEBACK_CHARS = 4000
 
-# Runs assert-style test scripts: the solution and the tests share one namespace (as when they
-# are concatenated into one file), and each top-level `assert` is one test.
-SCRIPT_HARNESS = r"""
-import _ast, os, sys
-
-_out = os.fdopen(int(os.environ.pop("VS_RESULT_FD")), "w", buffering=1)
-_emit = lambda obj: (_out.write(_json_dumps(obj) + "\n"), _out.flush())
-
-def _describe(exc):
-    import traceback  # only on failure: it costs an import of re and tokenize
-
-    lines = traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next)
-    return {"traceback": "".join(lines)[-@TB@:], "exc": type(exc).__name__,
-            "errno": getattr(exc, "errno", None)}
-
-tests_src = open("/work/tests.py").read()
-# _ast, not ast: the same tree without ast.py's import of enum.
-tree = compile(tests_src, "tests.py", "exec", _ast.PyCF_ONLY_AST)
-asserts = [n for n in tree.body if isinstance(n, _ast.Assert)]
-names = ["line_%d" % n.lineno for n in asserts] or ["script"]
-_emit({"event": "collected", "tests": names})
-module = type(sys)("__main__")
-module.__file__ = "/work/solution.py"
-sys.modules["__main__"] = module
-sys.path.insert(0, "/work")
-try:
-    exec(compile(open("/work/solution.py").read(), "solution.py", "exec"), module.__dict__)
-except BaseException as exc:
-    info = _describe(exc)
-    _emit(dict(info, event="solution_error"))
-    for name in names:
-        _emit({"event": "result", "name": name, "outcome": "failed",
-               "message": "not run: solution.py raised " + info["exc"]})
-    _emit({"event": "finished"})
-    raise SystemExit(1)
-failed_at = None
-_failures = 0
-for node in tree.body:
-    name = "line_%d" % node.lineno
-    if failed_at is not None:
-        if isinstance(node, _ast.Assert):
-            _emit({"event": "result", "name": name, "outcome": "failed",
-                   "message": "not run: " + failed_at})
-        continue
-    try:
-        exec(compile(_ast.Module(body=[node], type_ignores=[]), "tests.py", "exec"),
-             module.__dict__)
-    except BaseException as exc:
-        info = _describe(exc)
-        _failures += 1
-        if isinstance(node, _ast.Assert):
-            _emit(dict(info, event="result", name=name, outcome="failed"))
-        else:
-            # A statement that is not a test failed: the remaining tests cannot run.
-            failed_at = "line %d raised %s" % (node.lineno, info["exc"])
-            _emit(dict(info, event="result", name=name + "_setup" if asserts else "script",
-                       outcome="failed", extra=bool(asserts)))
-    else:
-        if isinstance(node, _ast.Assert):
-            _emit({"event": "result", "name": name, "outcome": "passed"})
-if not asserts and failed_at is None:
-    _emit({"event": "result", "name": "script", "outcome": "passed"})
-_emit({"event": "finished"})
-_out.close()
-raise SystemExit(0 if failed_at is None and not _failures else 1)
-""".replace("@TB@", str(TRACEBACK_CHARS))
-
-# A conftest.py: reports each pytest test through the result pipe, and makes the solution's
-# public names visible to test files that do not import them (HumanEval-style tests).
-PYTEST_CONFTEST = r"""
-import builtins, json, os, sys, traceback
-
-_out = os.fdopen(int(os.environ.pop("VS_RESULT_FD")), "w", buffering=1)
-_emit = lambda obj: (_out.write(json.dumps(obj) + "\n"), _out.flush())
-
-def _name(nodeid):
-    return nodeid.split("::", 1)[1] if "::" in nodeid else nodeid
-
-def pytest_sessionstart(session):
-    sys.path.insert(0, "/work")
-    try:
-        import solution
-    except BaseException as exc:
-        lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-        _emit({"event": "solution_error", "traceback": "".join(lines)[-@TB@:],
-               "exc": type(exc).__name__, "errno": getattr(exc, "errno", None)})
-        return
-    for key, value in vars(solution).items():
-        if not key.startswith("_") and not hasattr(builtins, key):
-            setattr(builtins, key, value)
-
-def pytest_collectreport(report):
-    if report.failed:
-        _emit({"event": "collect_error", "name": report.nodeid,
-               "traceback": str(report.longrepr)[-@TB@:]})
-
-def pytest_collection_finish(session):
-    _emit({"event": "collected", "tests": [_name(i.nodeid) for i in session.items]})
-
-def pytest_exception_interact(node, call, report):
-    exc = call.excinfo.value if call.excinfo is not None else None
-    if exc is not None and hasattr(node, "nodeid"):
-        _emit({"event": "exc", "name": _name(node.nodeid), "exc": type(exc).__name__,
-               "errno": getattr(exc, "errno", None)})
-
-def pytest_runtest_logreport(report):
-    outcome = report.outcome
-    if hasattr(report, "wasxfail"):
-        outcome = "passed"
-    if report.when == "call" or outcome != "passed":
-        event = {"event": "result", "name": _name(report.nodeid), "outcome": outcome,
-                 "when": report.when}
-        if report.failed:
-            event["traceback"] = str(report.longrepr)[-@TB@:]
-        _emit(event)
-
-def pytest_sessionfinish(session, exitstatus):
-    _emit({"event": "finished", "exitstatus": int(exitstatus)})
-""".replace("@TB@", str(TRACEBACK_CHARS))
+# The programs the harness runs for the tests, kept in their own files next to this one
+# (script_tests.py: assert-style scripts, run in the test child; pytest_plugin.py: written as
+# /work/conftest.py). The host puts their text here when it builds the container's command
+# (tiers.code.harness.harness_program), as this program runs from `python3 -c`, not from a file.
+SCRIPT_HARNESS = ""
+PYTEST_CONFTEST = ""
 
 
 def _cgroup_counter(paths_and_keys: list[tuple[str, str]]) -> int:

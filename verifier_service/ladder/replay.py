@@ -15,14 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from tiers.base import Candidate, Verdict
 from tiers.registry import get_tier
-from verifier_service.jobs.models import Item, Job
 from verifier_service.ladder import repository as ladder_repository
-from verifier_service.ladder.service import cache_key, candidate_of
+from verifier_service.ladder.execute import cache_key, candidate_of
+from verifier_service.ladder.models import Item
 from verifier_service.policies.gates import (
     GateContext,
     GateEvaluationError,
@@ -215,19 +214,6 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
     va = math.sqrt(sum((x - ma) ** 2 for x in ra))
     vb = math.sqrt(sum((y - mb) ** 2 for y in rb))
     return None if va == 0 or vb == 0 else cov / (va * vb)
-
-
-def stored_items(
-    session: Session, job_ids: Sequence[str] | None, policy_name: str, limit: int
-) -> list[Item]:
-    """Leaf items of the given jobs, or of the policy's latest `limit` items."""
-    query = select(Item).join(Job, Job.id == Item.job_id).where(Item.kind != "trajectory")
-    if job_ids:
-        query = query.where(Item.job_id.in_(list(job_ids)))
-    else:
-        query = query.where(Job.policy_name == policy_name)
-    query = query.order_by(Job.created_at.desc(), Item.index).limit(limit)
-    return list(session.scalars(query))
 
 
 def replay(

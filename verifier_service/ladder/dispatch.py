@@ -13,12 +13,13 @@ from sqlalchemy.orm import Session
 
 from tiers.registry import get_tier
 from verifier_service.core import outbox
+from verifier_service.core.broker import celery_app
 from verifier_service.core.db import transaction, utcnow
 from verifier_service.core.notify import publish_job_finished
 from verifier_service.core.outbox import OutboxMessage
-from verifier_service.ladder.service import LadderResult
+from verifier_service.ladder.repository import overdue_job_ids
+from verifier_service.ladder.service import LadderResult, expire_job
 from verifier_service.settings import get_settings
-from workers.celery_app import app
 
 log = structlog.get_logger(__name__)
 
@@ -73,7 +74,9 @@ def _send(messages: list[OutboxMessage]) -> list[str]:
     sent: list[str] = []
     try:
         for message in messages:
-            app.send_task(message.task, args=message.args, queue=message.queue, eta=message.eta)
+            celery_app().send_task(
+                message.task, args=message.args, queue=message.queue, eta=message.eta
+            )
             sent.append(message.id)
     except BROKER_ERRORS as exc:
         log.warning(
@@ -117,9 +120,6 @@ def sweep(grace_s: float, limit: int = 500) -> int:
 def expire_overdue(limit: int = 100) -> int:
     """Finish running jobs whose deadline passed; how many. The safety net under the deadline's
     delayed broker message, which a broker restart without persistence loses."""
-    from verifier_service.jobs.repository import overdue_job_ids
-    from verifier_service.ladder.service import expire_job
-
     with transaction() as session:
         overdue = overdue_job_ids(session, utcnow(), limit)
     for job_id in overdue:

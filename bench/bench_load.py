@@ -1,0 +1,352 @@
+"""GRPO-shaped load through the whole service, next to the bare tier code in the same run.
+
+Concurrent trainers each send batches of 16-256 items (molecules and JSON tool calls; a share of
+the molecules repeats across batches, as a policy resamples its favourites), wait for every
+reward (wait_s, then polling), and the run reports:
+
+- items per second through the service, and as a ratio to the bare chem.fast tier on the same
+  molecules in this process on one core (what the service leaves on the table);
+- request latency p50 / p95 / p99 (POST until every reward of the batch is final);
+- errors (non-2xx answers, rewards that are infra_error), which must be 0;
+- peak RSS per process of the service (API, each worker process).
+
+Two layouts: `embedded` (`verifier-service dev`: SQLite + embedded Redis) and `postgres` (the API
+and a worker as compose runs them, on a PostgreSQL database and a redis-server of this run's
+own). Short form (CI-sized): the defaults. Longer: `--batches 20 --trainers 16`.
+
+    .venv/bin/python bench/bench_load.py --layout embedded [--trainers 4] [--batches 4]
+    .venv/bin/python bench/bench_load.py --layout postgres --json load.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+from rdkit import RDConfig
+
+REPO = Path(__file__).resolve().parents[1]
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+TOOL_SCHEMA = {"type": "object", "required": ["tool", "args"]}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def nci() -> list[str]:
+    path = Path(RDConfig.RDDataDir) / "NCI" / "first_5K.smi"
+    return [line.split()[0] for line in path.read_text().splitlines() if line.strip()]
+
+
+@dataclass
+class Layout:
+    """A running service: its URL, the headers a trainer sends, the processes to watch."""
+
+    url: str
+    headers: dict[str, str]
+    roots: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+
+def _cli(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "verifier_service", *args],
+        env=env, cwd=REPO, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def _start(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "verifier_service", *args],
+        env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def _wait_ready(url: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit(f"service at {url} did not start")
+
+
+@contextmanager
+def embedded() -> Iterator[Layout]:
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
+        env.update(VERIFIER_DATA_DIR=tmp, VERIFIER_LOG_LEVEL="WARNING", OMP_NUM_THREADS="1")
+        port = free_port()
+        dev = _start(env, "dev", "--port", str(port), "--no-sandbox")
+        try:
+            _wait_ready(f"http://127.0.0.1:{port}")
+            yield Layout(f"http://127.0.0.1:{port}", {}, [dev])
+        finally:
+            os.killpg(dev.pid, signal.SIGINT)
+            dev.wait(timeout=60)
+
+
+@contextmanager
+def postgres(worker_concurrency: int) -> Iterator[Layout]:
+    import psycopg
+
+    name = f"verifier_load_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    redis_port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        redis = subprocess.Popen(
+            ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", tmp],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
+        env.update(
+            VERIFIER_DATA_DIR=tmp,
+            VERIFIER_LOG_LEVEL="WARNING",
+            OMP_NUM_THREADS="1",
+            VERIFIER_DATABASE__URL=f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}",
+            VERIFIER_BROKER__URL=f"redis://127.0.0.1:{redis_port}/0",
+            VERIFIER_AUTH__SECRET_KEY=uuid.uuid4().hex,
+        )
+        port = free_port()
+        processes: list[subprocess.Popen[bytes]] = []
+        try:
+            time.sleep(0.5)
+            _cli(env, "migrate")
+            key = _cli(
+                env, "keys", "create", "--role", "trainer", "--name", "load",
+                "--requests-per-min", "0", "--items-per-min", "0",
+            )  # fmt: skip
+            worker = [
+                "worker", "--queues", "ladder,tier.fast,callbacks,review",
+                "--concurrency", str(worker_concurrency),
+            ]  # fmt: skip
+            processes.append(_start(env, *worker))
+            processes.append(_start(env, "api", "--port", str(port)))
+            _wait_ready(f"http://127.0.0.1:{port}")
+            yield Layout(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}, processes)
+        finally:
+            for process in processes:
+                os.killpg(process.pid, signal.SIGTERM)
+            for process in processes:
+                process.wait(timeout=60)
+            redis.kill()
+            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class PeakRss:
+    """Samples the RSS of every process under the roots; keeps the peak per process."""
+
+    def __init__(self, roots: list[subprocess.Popen[bytes]]) -> None:
+        self.roots = [psutil.Process(r.pid) for r in roots]
+        self.peaks: dict[str, int] = defaultdict(int)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _label(self, process: psutil.Process) -> str:
+        try:
+            cmd = process.cmdline()
+        except psutil.Error:
+            return f"pid {process.pid}"
+        if "redis-server" in " ".join(cmd[:1]):
+            return "redis"
+        for word in ("api", "worker", "dev"):
+            if word in cmd:
+                return f"{word} (pid {process.pid})"
+        return f"{Path(cmd[0]).name if cmd else '?'} (pid {process.pid})"
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            for root in self.roots:
+                try:
+                    tree = [root, *root.children(recursive=True)]
+                except psutil.Error:
+                    continue
+                for process in tree:
+                    try:
+                        rss = process.memory_info().rss
+                    except psutil.Error:
+                        continue
+                    label = self._label(process)
+                    self.peaks[label] = max(self.peaks[label], rss)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass
+class Tally:
+    items: int = 0
+    latencies_s: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    molecules: set[str] = field(default_factory=set)
+
+
+def make_batch(
+    rng: random.Random, pool: list[str], repeats: list[str], size: int, tally: Tally
+) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for _ in range(size):
+        if rng.random() < 0.2:  # a tool call
+            call = {"tool": rng.choice(["search", "open", "click"]), "args": {"q": rng.random()}}
+            if rng.random() < 0.3:
+                del call["args"]  # a wrong one: scored low, not an error
+            items.append({"kind": "json", "payload": call, "reference": {"schema": TOOL_SCHEMA}})
+            continue
+        smiles = rng.choice(repeats) if rng.random() < 0.2 else pool.pop()
+        tally.molecules.add(smiles)
+        items.append({"kind": "molecule", "payload": {"smiles": smiles}})
+    return items
+
+
+async def trainer(
+    client: httpx.AsyncClient, batches: list[list[dict[str, Any]]], tally: Tally
+) -> None:
+    for items in batches:
+        started = time.perf_counter()
+        response = await client.post("/v1/rewards", json={"items": items, "wait_s": 60})
+        if response.status_code not in (200, 202):
+            tally.errors.append(f"{response.status_code}: {response.text[:200]}")
+            continue
+        job = response.json()
+        while job["status"] != "completed":
+            await asyncio.sleep(0.2)
+            job = (await client.get(f"/v1/jobs/{job['id']}")).json()
+        tally.latencies_s.append(time.perf_counter() - started)
+        tally.items += len(items)
+        tally.errors.extend(
+            f"item {i['index']}: {i['reward']['reason']}"
+            for i in job["items"]
+            if i["reward"]["status"] == "infra_error"
+        )
+
+
+def bare_items_per_s(smiles: list[str]) -> float:
+    """chem.fast's own throughput on these molecules, in this process (one core)."""
+    from tiers.base import Candidate
+    from tiers.registry import get_tier
+
+    tier = get_tier("chem.fast")
+    candidates = [Candidate(kind="molecule", payload={"smiles": s}) for s in smiles]
+    tier.verify_batch(candidates[:20], {})  # warm-up
+    started = time.perf_counter()
+    for start in range(0, len(candidates), 64):
+        tier.verify_batch(candidates[start : start + 64], {})
+    return len(candidates) / (time.perf_counter() - started)
+
+
+def percentile(xs: list[float], q: float) -> float:
+    ordered = sorted(xs)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--layout", choices=["embedded", "postgres"], default="embedded")
+    parser.add_argument("--trainers", type=int, default=4, help="concurrent trainers")
+    parser.add_argument("--batches", type=int, default=4, help="batches per trainer")
+    parser.add_argument("--min-batch", type=int, default=16)
+    parser.add_argument("--max-batch", type=int, default=256)
+    parser.add_argument("--worker-concurrency", type=int, default=2, help="postgres layout")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+
+    rng = random.Random(args.seed)
+    molecules = nci()
+    rng.shuffle(molecules)
+    repeats, pool = molecules[:100], molecules[100:]
+    tally = Tally()
+    plans = [
+        [
+            make_batch(rng, pool, repeats, rng.randint(args.min_batch, args.max_batch), tally)
+            for _ in range(args.batches)
+        ]
+        for _ in range(args.trainers)
+    ]
+    n_items = sum(len(b) for plan in plans for b in plan)
+    layout = embedded() if args.layout == "embedded" else postgres(args.worker_concurrency)
+    with layout as service, PeakRss(service.roots) as rss:
+
+        async def run() -> float:
+            async with httpx.AsyncClient(
+                base_url=service.url, headers=service.headers, timeout=120
+            ) as client:
+                started = time.perf_counter()
+                await asyncio.gather(*(trainer(client, plan, tally) for plan in plans))
+                return time.perf_counter() - started
+
+        elapsed = asyncio.run(run())
+    bare = bare_items_per_s(sorted(tally.molecules))
+    figures = {
+        "layout": args.layout,
+        "trainers": args.trainers,
+        "batches": args.batches * args.trainers,
+        "items": n_items,
+        "items_done": tally.items,
+        "elapsed_s": round(elapsed, 2),
+        "items_per_s": round(tally.items / elapsed, 1),
+        "bare_chem_fast_items_per_s_one_core": round(bare, 1),
+        "ratio_to_bare": round(tally.items / elapsed / bare, 3),
+        "latency_p50_s": round(statistics.median(tally.latencies_s), 3),
+        "latency_p95_s": round(percentile(tally.latencies_s, 0.95), 3),
+        "latency_p99_s": round(percentile(tally.latencies_s, 0.99), 3),
+        "errors": len(tally.errors),
+        "peak_rss_mb": {k: round(v / 2**20, 1) for k, v in sorted(rss.peaks.items())},
+    }
+    print(f"layout                       : {args.layout}, {os.cpu_count()} cores")
+    print(f"trainers x batches           : {args.trainers} x {args.batches} ({n_items} items)")
+    print(f"items/s through the service  : {figures['items_per_s']}")
+    print(f"bare chem.fast, one core     : {figures['bare_chem_fast_items_per_s_one_core']}")
+    print(f"ratio service / bare         : {figures['ratio_to_bare']}x")
+    print(
+        f"request latency p50/p95/p99  : {figures['latency_p50_s']} / "
+        f"{figures['latency_p95_s']} / {figures['latency_p99_s']} s"
+    )
+    print(f"errors                       : {len(tally.errors)} (must be 0)")
+    for line in tally.errors[:5]:
+        print(f"  {line}")
+    for label, mb in figures["peak_rss_mb"].items():  # type: ignore[union-attr]
+        print(f"peak RSS {label:<20}: {mb} MB")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    if tally.errors or tally.items != n_items:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

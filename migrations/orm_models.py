@@ -1,0 +1,34 @@
+"""Every ORM model, imported so that Base.metadata knows all tables: what Alembic compares the
+database with (env.py) and what the migration drift test checks. A new domain's models add
+their import here."""
+
+from verifier_service.auth.models import ApiKey, AuditEvent, Principal, User, WebSession
+from verifier_service.core.db import Base
+from verifier_service.core.outbox import OutboxMessage
+from verifier_service.ladder.models import (
+    CostLedgerEntry,
+    Item,
+    Job,
+    VerdictCacheEntry,
+    VerdictRecord,
+)
+from verifier_service.policies.models import PolicyRecord, PolicyVersionRecord
+
+target_metadata = Base.metadata
+
+__all__ = [
+    "ApiKey",
+    "AuditEvent",
+    "CostLedgerEntry",
+    "Item",
+    "Job",
+    "OutboxMessage",
+    "PolicyRecord",
+    "PolicyVersionRecord",
+    "Principal",
+    "User",
+    "VerdictCacheEntry",
+    "VerdictRecord",
+    "WebSession",
+    "target_metadata",
+]

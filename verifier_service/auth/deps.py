@@ -1,0 +1,202 @@
+"""Who may call a route, declared once as Annotated aliases.
+
+Every route declares who may call it with exactly one of: a role alias (`TrainerPrincipal`,
+`OperatorPrincipal`, `AdminPrincipal`, `ReviewerPrincipal`, `AnyPrincipal`, `JobViewer`) or
+`dependencies=[PUBLIC]`. `declared_access` reads that declaration back (the route-walk test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Annotated, Literal
+
+from fastapi import Depends, FastAPI, Header, Path, Request
+from fastapi.routing import APIRoute
+from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
+from starlette.routing import BaseRoute
+
+from verifier_service.auth import csrf, limits
+from verifier_service.auth import service as auth
+from verifier_service.auth.errors import NotAuthenticatedError
+from verifier_service.auth.schemas import ALL_ROLES, AuthenticatedPrincipal, Role
+from verifier_service.core.db import transaction
+from verifier_service.core.deps import PRINTABLE, SettingsDep
+from verifier_service.core.notify import sync_client
+from verifier_service.settings import get_settings
+
+SESSION_COOKIE = "vs_session"
+CSRF_COOKIE = "vs_csrf"
+CSRF_HEADER = "X-CSRF-Token"
+LOOPBACK = frozenset({"127.0.0.1", "::1"})
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+# Declared for the OpenAPI document (the "Authorize" button of /docs); read by _principal.
+_bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer vsk_...`")
+_cookie = APIKeyCookie(
+    name=SESSION_COOKIE, auto_error=False, description="A person's session (the sign-in page)."
+)
+
+
+@lru_cache(maxsize=4)
+def rate_limiter(broker_url: str) -> limits.RateLimiter:
+    """Per-key rate limits and the API key cache, in the broker's Redis."""
+    return limits.RateLimiter(sync_client(broker_url), get_settings().auth)
+
+
+def _credential(request: Request) -> tuple[str, str] | None:
+    """("key", key) or ("session", token) from the request, or None."""
+    header = request.headers.get("authorization")
+    if header is not None:
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise NotAuthenticatedError(
+                "malformed Authorization header", reason="malformed",
+                hint="send `Authorization: Bearer vsk_...`",
+            )  # fmt: skip
+        return "key", value.strip()
+    in_path = request.path_params.get("api_key")
+    if in_path:
+        return "key", str(in_path)
+    token = request.cookies.get(SESSION_COOKIE)
+    if token:
+        return "session", token
+    return None
+
+
+def _principal(
+    request: Request,
+    settings: SettingsDep,
+    _bearer_doc: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _cookie_doc: Annotated[str | None, Depends(_cookie)],
+    x_principal: Annotated[str | None, Header(max_length=128, pattern=PRINTABLE)] = None,
+) -> AuthenticatedPrincipal:
+    """Who is calling: an API key, a signed-in person, or (dev only) the local admin."""
+    credential = _credential(request)
+    if credential is None:
+        host = request.client.host if request.client else ""
+        if settings.auth.local_admin and host in LOOPBACK:
+            return auth.on_behalf_of(auth.local_admin(), x_principal)
+        raise NotAuthenticatedError(
+            "no credentials", reason="missing",
+            hint="send `Authorization: Bearer <API key>` (keys come from `verifier-service keys "
+            "create`), or sign in at /signin",
+        )  # fmt: skip
+    kind, value = credential
+    if kind == "key":
+        prefix = auth.check_key_format(value)
+        key_hash = auth.hash_key(value)
+        limiter = rate_limiter(settings.broker_url)
+        cached = limiter.cached(key_hash)
+        if cached is None:
+            with transaction() as session:
+                cached = auth.authenticate_key(session, value)
+            limiter.remember(key_hash, cached)
+        auth.check_not_expired(cached, prefix)
+        principal = cached
+    else:
+        with transaction() as session:
+            found = auth.web_session_principal(session, value)
+        if found is None:
+            raise NotAuthenticatedError(
+                "session expired or signed out", reason="expired", hint="sign in at /signin"
+            )
+        if request.method not in _SAFE_METHODS:
+            tokens = csrf.csrf_for(settings.auth)
+            if not tokens.valid(request.cookies.get(CSRF_COOKIE), request.headers.get(CSRF_HEADER)):
+                raise NotAuthenticatedError(
+                    "missing or invalid CSRF token", reason="csrf",
+                    hint=f"send the page's token in the {CSRF_HEADER} header",
+                )  # fmt: skip
+        principal = found
+    return auth.on_behalf_of(principal, x_principal)
+
+
+CurrentPrincipal = Annotated[AuthenticatedPrincipal, Depends(_principal)]
+
+
+class RoleCheck:
+    """A route's declared access: the caller must hold one of `roles`."""
+
+    def __init__(self, *roles: str) -> None:
+        self.roles = frozenset(Role(r).value for r in roles)
+        self.__name__ = f"require_{'_or_'.join(sorted(self.roles))}"
+
+    # async: no I/O here, so FastAPI need not hop to a worker thread for it.
+    async def __call__(self, principal: CurrentPrincipal) -> AuthenticatedPrincipal:
+        auth.require_roles(principal, self.roles)
+        return principal
+
+
+def require_role(*roles: str) -> RoleCheck:
+    """Dependency that lets through callers holding any of `roles` (403 otherwise)."""
+    return RoleCheck(*roles)
+
+
+class PublicAccess:
+    """A route's declared access: anyone, without credentials."""
+
+    __name__ = "public"
+
+    async def __call__(self) -> None:
+        return None
+
+
+PUBLIC = Depends(PublicAccess())
+
+TrainerPrincipal = Annotated[AuthenticatedPrincipal, Depends(require_role(Role.trainer))]
+ReviewerPrincipal = Annotated[AuthenticatedPrincipal, Depends(require_role(Role.reviewer))]
+OperatorPrincipal = Annotated[AuthenticatedPrincipal, Depends(require_role(Role.operator))]
+AdminPrincipal = Annotated[AuthenticatedPrincipal, Depends(require_role(Role.admin))]
+#: Jobs: trainers see their own, operators every one.
+JobViewer = Annotated[AuthenticatedPrincipal, Depends(require_role(Role.trainer, Role.operator))]
+AnyPrincipal = Annotated[AuthenticatedPrincipal, Depends(require_role(*ALL_ROLES))]
+
+
+async def _key_in_path(
+    api_key: Annotated[  # noqa: ARG001 - read by _principal from request.path_params
+        str,
+        Path(
+            description="An API key, for clients that cannot send a header (see "
+            "docs/trainers.md for the risk)."
+        ),
+    ],
+) -> None:
+    # Declared here so that the OpenAPI document shows the path parameter.
+    return None
+
+
+#: For the compat routes' `/k/{api_key}/...` twins.
+KEY_IN_PATH = Depends(_key_in_path)
+
+#: Routes the framework adds itself (the OpenAPI document and its viewers): public.
+PUBLIC_FRAMEWORK_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+
+
+def app_routes(app: FastAPI) -> Iterator[tuple[str, BaseRoute]]:
+    """Every route of an app with its full path, through included routers."""
+    try:  # FastAPI >= 0.165 includes routers lazily
+        from fastapi.routing import iter_route_contexts
+    except ImportError:
+        for route in app.routes:
+            yield str(getattr(route, "path", "")), route
+        return
+    for context in iter_route_contexts(app.routes):
+        yield str(context.path), context.original_route
+
+
+def declared_access(route: BaseRoute) -> frozenset[str] | Literal["public"] | None:
+    """The roles a route declares, "public", or None when it declares nothing."""
+    if not isinstance(route, APIRoute):
+        path = getattr(route, "path", None)
+        return "public" if path in PUBLIC_FRAMEWORK_PATHS else None
+    found: frozenset[str] | Literal["public"] | None = None
+    stack = list(route.dependant.dependencies)
+    while stack:
+        dep = stack.pop()
+        if isinstance(dep.call, RoleCheck):
+            found = dep.call.roles
+        elif isinstance(dep.call, PublicAccess) and found is None:
+            found = "public"
+        stack.extend(dep.dependencies)
+    return found

@@ -1,0 +1,97 @@
+"""Tier runs: which unique candidates a tier must judge for some items, and judging them.
+
+Both lanes call `execute()`: a tier task (queued lane) and a small waiting request whose
+fast-tier work runs in the API's transaction (inline lane).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tiers.base import Candidate, Verdict, VerdictStatus, config_hash
+from tiers.registry import get_tier
+from verifier_service.ladder.models import Item
+
+
+def cache_key(tier_name: str, tier_version: str, config: dict[str, object], canonical: str) -> str:
+    """Content address of a verdict: tier, its version, its config and the canonical payload."""
+    text = "\x1f".join([tier_name, tier_version, config_hash(config), canonical])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def candidate_of(item: Item) -> Candidate:
+    return Candidate.model_validate(item.candidate)
+
+
+def keyed_candidate(
+    tier_name: str, config: dict[str, object], item: Item
+) -> tuple[str, Candidate]:
+    """An item's candidate and its cache key for a tier under a config."""
+    tier = get_tier(tier_name)
+    candidate = candidate_of(item)
+    return cache_key(tier.name, tier.version, config, tier.canonical_payload(candidate)), candidate
+
+
+@dataclass
+class TierRun:
+    """What a tier must compute: unique candidates by cache key, and who gets what."""
+
+    job_id: str
+    tier: str
+    kind: str
+    step: int
+    config: dict[str, object]
+    keys: dict[str, str] = field(default_factory=dict)  # item id -> cache key
+    candidates: dict[str, Candidate] = field(default_factory=dict)  # cache key -> candidate
+
+    def add(self, item_id: str, key: str, candidate: Candidate) -> None:
+        self.keys[item_id] = key
+        self.candidates.setdefault(key, candidate)
+
+
+def tier_run(
+    job_id: str,
+    tier_name: str,
+    kind: str,
+    step: int,
+    config: dict[str, object],
+    items: Sequence[Item],
+) -> TierRun:
+    """The unique candidates of some items by cache key, and which item gets which verdict."""
+    run = TierRun(job_id, tier_name, kind, step, config)
+    for item in items:
+        run.add(item.id, *keyed_candidate(tier_name, config, item))
+    return run
+
+
+def execute(run: TierRun) -> dict[str, Verdict]:
+    """The tier's verdict on each unique candidate of the run, by cache key.
+
+    A crash of the tier becomes error verdicts with its traceback (recorded, never swallowed),
+    so the items finish as infra_error instead of being lost.
+    """
+    keys = list(run.candidates)
+    candidates = [run.candidates[k] for k in keys]
+    tier = get_tier(run.tier)
+    try:
+        verdicts = tier.verify_batch(candidates, run.config)
+        if len(verdicts) != len(candidates):
+            raise RuntimeError(
+                f"tier returned {len(verdicts)} verdicts for {len(candidates)} items"
+            )
+    except Exception as exc:
+        text = "".join(traceback.format_exception(exc))[-2000:]
+        verdicts = [
+            Verdict(
+                status=VerdictStatus.error,
+                reason=f"tier_crashed: {type(exc).__name__}: {exc}"[:250],
+                feedback=text,
+                tier=tier.name,
+                tier_version=tier.version,
+            )
+            for _ in candidates
+        ]
+    return dict(zip(keys, verdicts, strict=True))

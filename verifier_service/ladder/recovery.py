@@ -1,0 +1,130 @@
+"""Recovery: nothing stored is lost, whatever died in between.
+
+One sweep, run every few seconds by the API and by workers that consume the `ladder` queue (a
+deployment of workers alone still recovers), one process at a time (a lock in Redis):
+- ladder work staged in the outbox but never handed to the broker is sent;
+- running jobs past their deadline are finished (their delayed broker message may be lost);
+- tier work that no task will ever finish is sent again: work sent before the broker lost its
+  data (a restart without persistence), work taken by a worker that died (its presence ran
+  out), work taken longer ago than any task may run, and work never taken for too long. An item
+  sent `max_dispatches` times ends with an infra_error reward that says so; and the tasks a
+  worker that died had taken from the broker (each worker records them in Redis as it takes
+  them) are sent again at once, instead of after the broker's visibility timeout.
+Tier tasks are idempotent, so work sent twice (the broker kept it after all) is harmless.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import redis
+import structlog
+
+from verifier_service.core.broker import QUEUES, celery_app
+from verifier_service.core.db import transaction, utcnow
+from verifier_service.core.notify import sync_client
+from verifier_service.core.presence import held_key, live_nodes, workers_holding_tasks
+from verifier_service.ladder import dispatch, repository
+from verifier_service.ladder.runs import resend_lost_work
+from verifier_service.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+#: Set (never expiring) once the broker holds our data: when it is missing, the broker lost
+#: its data (a restart without persistence) and every message sent before may be gone.
+BROKER_MARKER = "verifier:broker-marker"
+LOCK = "verifier:sweep-lock"
+
+
+@dataclass
+class SweepReport:
+    """What one sweep did."""
+
+    outbox_sent: int = 0
+    jobs_expired: int = 0
+    workers_resent: int = 0
+    items_resent: int = 0
+
+
+def broker_reset_at(client: redis.Redis) -> datetime | None:
+    """When the broker is seen to have lost its data (now), or None if it has not."""
+    if client.set(BROKER_MARKER, utcnow().isoformat(), nx=True):
+        return utcnow()
+    return None
+
+
+def resend_held(client: redis.Redis, live: set[str]) -> set[str]:
+    """Send again the tasks that workers which died had taken from the broker (run or only
+    prefetched, acknowledged or not); the workers whose tasks were sent."""
+    handled: set[str] = set()
+    for node in workers_holding_tasks(client):
+        if node in live:
+            continue
+        handled.add(node)
+        resent = 0
+        key = held_key(node)
+        for task_id, entry in client.hgetall(key).items():
+            name, args, queue = json.loads(entry)
+            celery_app().send_task(name, args=args, queue=queue)
+            client.hdel(key, task_id)
+            resent += 1
+        log.warning("sent the tasks of a worker that died again", worker=node, tasks=resent)
+    return handled
+
+
+def resend_lost(
+    settings: Settings, client: redis.Redis, alive: set[str], limit: int = 2000
+) -> int:
+    """Send again the tier work that no task will finish; how many items. Workers in `alive`
+    count as alive: their claims are someone's (a live worker's, or a dead one's whose tasks
+    were just sent again)."""
+    worker = settings.worker
+    now = utcnow()
+    lost_since = broker_reset_at(client)
+    with transaction() as session:
+        claimants = repository.running_claimants(session)
+        dead = claimants - alive if claimants else set()
+        lost = repository.lost_work(
+            session,
+            sent_before=lost_since,
+            unclaimed_before=now - timedelta(seconds=worker.unclaimed_timeout_s),
+            dead_workers=dead,
+            claimed_before=now - timedelta(seconds=worker.task_time_limit_s + 30),
+            limit=limit,
+        )
+    resent = 0
+    for job_id, item_ids in lost.items():
+        with transaction() as session:
+            result = resend_lost_work(session, job_id, item_ids, worker.max_dispatches)
+            outgoing = dispatch.stage(session, result)
+        dispatch.deliver(outgoing)
+        resent += len(item_ids)
+    if resent:
+        log.warning(
+            "sent lost tier work again",
+            items=resent,
+            jobs=len(lost),
+            broker_reset=lost_since is not None,
+            dead_workers=sorted(dead),
+        )
+    return resent
+
+
+def sweep(settings: Settings, every_s: float, grace_s: float) -> SweepReport | None:
+    """One sweep, unless another process holds this round (then None)."""
+    client = sync_client(settings.broker_url)
+    token = uuid.uuid4().hex
+    if not client.set(LOCK, token, nx=True, px=max(int(every_s * 900), 100)):
+        return None
+    live = live_nodes(client, QUEUES)
+    report = SweepReport(
+        outbox_sent=dispatch.sweep(grace_s), jobs_expired=dispatch.expire_overdue()
+    )
+    handled = resend_held(client, live)
+    report.workers_resent = len(handled)
+    # The items claimed by those workers are in the tasks just sent: not sent a second time.
+    report.items_resent = resend_lost(settings, client, live | handled)
+    return report
