@@ -5,6 +5,7 @@ their import here."""
 from verifier_service.auth.models import ApiKey, AuditEvent, Principal, User, WebSession
 from verifier_service.core.db import Base
 from verifier_service.core.outbox import OutboxMessage
+from verifier_service.events.models import JobCallback, JobEvent, WebhookAttempt, WebhookDelivery
 from verifier_service.ladder.models import (
     CostLedgerEntry,
     Item,
@@ -22,6 +23,8 @@ __all__ = [
     "CostLedgerEntry",
     "Item",
     "Job",
+    "JobCallback",
+    "JobEvent",
     "OutboxMessage",
     "PolicyRecord",
     "PolicyVersionRecord",
@@ -30,5 +33,7 @@ __all__ = [
     "VerdictCacheEntry",
     "VerdictRecord",
     "WebSession",
+    "WebhookAttempt",
+    "WebhookDelivery",
     "target_metadata",
 ]

@@ -86,6 +86,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     from verifier_service import health
     from verifier_service.auth import endpoints as auth_endpoints
     from verifier_service.compat.openrlhf import router as openrlhf_router
+    from verifier_service.events.endpoints import router as events_router
     from verifier_service.jobs.endpoints import router as jobs_router
     from verifier_service.ladder.endpoints import router as ladder_router
     from verifier_service.policies.endpoints import router as policies_router
@@ -94,6 +95,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
 
     app.include_router(health.router)
     app.include_router(jobs_router)
+    app.include_router(events_router)
     app.include_router(policies_router)
     app.include_router(ladder_router)
     app.include_router(tiers_router)

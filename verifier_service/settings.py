@@ -177,6 +177,55 @@ class AuthSettings(BaseModel):
     )
 
 
+class WebhookSettings(BaseModel):
+    """Callbacks to trainers (Standard Webhooks) and the server-sent events stream."""
+
+    secret: SecretStr | None = Field(
+        default=None,
+        description="Key that signs webhook deliveries, in Standard Webhooks form: `whsec_` and "
+        "base64 of 24 to 64 random bytes; make one with `python3 -c 'import base64, secrets; "
+        'print("whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())\'`. Jobs that '
+        "name a callback are refused while it is unset (`verifier-service dev` keeps one in "
+        "its data directory).",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts a callback URL may name: exact names, `*.example.com` for a domain's "
+        "subdomains, or IP networks (`10.1.2.0/24`). Empty: any host that is not a private "
+        "address (see allow_private).",
+    )
+    allow_private: bool = Field(
+        default=False,
+        description="Let callbacks reach loopback, private, link-local and other non-public "
+        "addresses (checked on the URL and again on every address its host resolves to at "
+        "delivery). Off by default, so trainers cannot make the service call internal "
+        "services; `verifier-service dev` turns it on.",
+    )
+    timeout_s: float = Field(
+        default=10.0, gt=0, description="How long one delivery attempt may take."
+    )
+    retry_first_s: float = Field(
+        default=5.0, gt=0, description="Wait before the first retry of a failed delivery."
+    )
+    retry_max_s: float = Field(
+        default=3600.0, gt=0, description="Longest wait between two attempts (the wait doubles)."
+    )
+    retry_for_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="A delivery is retried (exponential backoff) for at most this long after "
+        "its event; then it is marked failed. Every attempt stays visible at "
+        "GET /v1/jobs/{id}/deliveries.",
+    )
+    stream_keepalive_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="An events stream (GET /v1/jobs/{id}/events) sends a keep-alive comment "
+        "after this long without events, and reads the database again then (the slow fallback "
+        "for a lost Redis notification).",
+    )
+
+
 class Settings(BaseSettings):
     """verifier-service settings."""
 
@@ -195,6 +244,7 @@ class Settings(BaseSettings):
     chem: ChemSettings = Field(default_factory=ChemSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
 
     @property
     def database_url(self) -> str:

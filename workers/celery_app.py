@@ -22,7 +22,7 @@ __all__ = ["QUEUES", "app"]
 
 configure_tiers(get_settings())  # the tiers this worker runs take their settings from these
 app = celery_app()
-app.conf.include = ["workers.tasks"]
+app.conf.include = ["workers.tasks", "workers.callbacks"]
 
 from workers import presence  # noqa: E402, F401 - connects the worker presence signals
 

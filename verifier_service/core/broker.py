@@ -7,8 +7,13 @@ from functools import lru_cache
 
 from celery import Celery
 from kombu.entity import Queue
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
 from verifier_service.settings import Settings, get_settings
+
+#: What a broker that cannot be reached raises (Celery wraps some of it in OperationalError).
+BROKER_ERRORS = (OperationalError, RedisError, OSError)
 
 QUEUES = ("ladder", "tier.fast", "tier.sim", "tier.hifi", "tier.sandbox", "review", "callbacks")
 

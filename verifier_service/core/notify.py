@@ -1,4 +1,5 @@
-"""Job-finished notifications over Redis pub/sub, and the API's waiter for them."""
+"""Job notifications over Redis pub/sub (a job finished; a job has new events), and the API's
+waiter for them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import redis
 import redis.asyncio as aioredis
 
 CHANNEL_PREFIX = "verifier:job:"
+EVENTS_PREFIX = "verifier:job-events:"
 
 
 def redis_kwargs(url: str) -> dict[str, Any]:
@@ -46,12 +48,24 @@ def publish_job_finished(url: str, job_ids: set[str]) -> None:
     pipe.execute()
 
 
+def publish_job_events(url: str, job_ids: set[str]) -> None:
+    """Wake the event streams of these jobs (they read their new events from the database)."""
+    if not job_ids:
+        return
+    client = sync_client(url)
+    pipe = client.pipeline(transaction=False)
+    for job_id in job_ids:
+        pipe.publish(EVENTS_PREFIX + job_id, "events")
+    pipe.execute()
+
+
 class JobWaiter:
     """One pattern subscription per API process that wakes up requests waiting on jobs."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
+        self._event_waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
 
@@ -71,12 +85,15 @@ class JobWaiter:
             try:
                 client = aioredis.Redis(**redis_kwargs(self.url))
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
-                await pubsub.psubscribe(CHANNEL_PREFIX + "*")
+                await pubsub.psubscribe(CHANNEL_PREFIX + "*", EVENTS_PREFIX + "*")
                 self._ready.set()
                 async for message in pubsub.listen():
-                    channel = message.get("channel", b"")
-                    job_id = channel.decode()[len(CHANNEL_PREFIX) :]
-                    for event in self._waiters.get(job_id, ()):
+                    channel = message.get("channel", b"").decode()
+                    if channel.startswith(EVENTS_PREFIX):
+                        waiters = self._event_waiters.get(channel[len(EVENTS_PREFIX) :], ())
+                    else:
+                        waiters = self._waiters.get(channel[len(CHANNEL_PREFIX) :], ())
+                    for event in waiters:
                         event.set()
             except asyncio.CancelledError:
                 raise
@@ -87,11 +104,23 @@ class JobWaiter:
     @contextlib.contextmanager
     def watch(self, job_id: str) -> Any:
         """Register interest before checking the database, so no notification is missed."""
+        with self._watch(self._waiters, job_id) as event:
+            yield event
+
+    @contextlib.contextmanager
+    def watch_events(self, job_id: str) -> Any:
+        """An event set whenever the job has new events (clear it before each read)."""
+        with self._watch(self._event_waiters, job_id) as event:
+            yield event
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _watch(waiters: dict[str, set[asyncio.Event]], job_id: str) -> Any:
         event = asyncio.Event()
-        self._waiters[job_id].add(event)
+        waiters[job_id].add(event)
         try:
             yield event
         finally:
-            self._waiters[job_id].discard(event)
-            if not self._waiters[job_id]:
-                del self._waiters[job_id]
+            waiters[job_id].discard(event)
+            if not waiters[job_id]:
+                del waiters[job_id]

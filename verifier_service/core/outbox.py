@@ -13,10 +13,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import structlog
 from sqlalchemy import JSON, Index, String, delete, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from verifier_service.core.broker import BROKER_ERRORS, celery_app
 from verifier_service.core.db import Base, utcnow
+
+log = structlog.get_logger(__name__)
 
 
 def _new_id() -> str:
@@ -56,3 +60,22 @@ def forget(session: Session, ids: Sequence[str]) -> None:
 
 def stage(session: Session, messages: Sequence[OutboxMessage]) -> None:
     session.add_all(messages)
+
+
+def send(messages: Sequence[OutboxMessage]) -> list[str]:
+    """Send messages in order until the broker fails; the ids of those sent (a failure is
+    logged: the rest stay in the outbox for the sweeper)."""
+    sent: list[str] = []
+    try:
+        for message in messages:
+            celery_app().send_task(
+                message.task, args=message.args, queue=message.queue, eta=message.eta
+            )
+            sent.append(message.id)
+    except BROKER_ERRORS as exc:
+        log.warning(
+            "broker unavailable; messages stay in the outbox for the sweeper",
+            error=f"{type(exc).__name__}: {exc}",
+            unsent=len(messages) - len(sent),
+        )
+    return sent

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tiers.base import TextPayload, Verdict
 from tiers.chem.schemas import MoleculePayload
 from tiers.code.schemas import CodePayload
+from verifier_service.events.schemas import CallbackIn
 
 # The reward types are the ladder's; they are part of this API's bodies, so exported here too.
 from verifier_service.ladder.schemas import Reward as Reward
@@ -137,6 +138,11 @@ class RewardRequest(_In):
         gt=0,
         le=MAX_DEADLINE_S,
         description="At this many seconds, finish with what is available (at most 30 days).",
+    )
+    callback: CallbackIn | None = Field(
+        default=None,
+        description="Send this job's events (item.finished, item.revised, job.finished) to a "
+        "URL as signed webhooks (Standard Webhooks), retried with backoff.",
     )
 
 

@@ -18,6 +18,7 @@ from verifier_service.core.db import utcnow
 from verifier_service.core.errors import ConflictError, InvalidRequestError, NotFoundError
 from verifier_service.core.notify import sync_client
 from verifier_service.core.presence import live_workers
+from verifier_service.events import service as events
 from verifier_service.jobs import repository
 from verifier_service.jobs.schemas import (
     ItemOut,
@@ -99,6 +100,8 @@ def submit(
 
     policy = resolve(session, request.policy)
     _check_kinds(policy.document, request)
+    if request.callback is not None:
+        events.check_callback_url(str(request.callback.url))
     now = utcnow()
     job = Job(
         id=new_id(),
@@ -117,6 +120,9 @@ def submit(
         n_done=0,
     )
     session.add(job)
+    if request.callback is not None:
+        session.flush()  # the job row first: the callback refers to it
+        events.set_callback(session, job.id, str(request.callback.url))
     stored: list[Item] = []
     leaves: list[Item] = []
     for index, entry in enumerate(request.items):

@@ -7,24 +7,20 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import structlog
-from kombu.exceptions import OperationalError
-from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
 from tiers.registry import get_tier
 from verifier_service.core import outbox
-from verifier_service.core.broker import celery_app
+from verifier_service.core.broker import BROKER_ERRORS as BROKER_ERRORS
 from verifier_service.core.db import transaction, utcnow
-from verifier_service.core.notify import publish_job_finished
+from verifier_service.core.notify import publish_job_events, publish_job_finished
 from verifier_service.core.outbox import OutboxMessage
+from verifier_service.events import service as events
 from verifier_service.ladder.repository import overdue_job_ids
 from verifier_service.ladder.service import LadderResult, expire_job
 from verifier_service.settings import get_settings
 
 log = structlog.get_logger(__name__)
-
-#: What a broker that cannot be reached raises (Celery wraps some of it in OperationalError).
-BROKER_ERRORS = (OperationalError, RedisError, OSError)
 
 
 def tier_task_name(tier: str) -> str:
@@ -38,12 +34,14 @@ class Outgoing:
 
     messages: list[OutboxMessage] = field(default_factory=list)
     finished_jobs: set[str] = field(default_factory=set)
+    event_jobs: set[str] = field(default_factory=set)
 
 
 def stage(
     session: Session, result: LadderResult, *, deadline: tuple[str, float] | None = None
 ) -> Outgoing:
-    """Write the tier tasks of a ladder pass (and a job's deadline) into the outbox."""
+    """Write the tier tasks of a ladder pass (and a job's deadline) into the outbox, and its
+    events (with their webhook deliveries): the last writes before the commit."""
     messages = [
         OutboxMessage(
             task=tier_task_name(work.tier),
@@ -65,26 +63,9 @@ def stage(
                 created_at=utcnow(),
             )
         )
+    messages.extend(events.record(session, result.events))
     outbox.stage(session, messages)
-    return Outgoing(messages, set(result.finished_jobs))
-
-
-def _send(messages: list[OutboxMessage]) -> list[str]:
-    """Send messages in order until the broker fails; the ids of those sent."""
-    sent: list[str] = []
-    try:
-        for message in messages:
-            celery_app().send_task(
-                message.task, args=message.args, queue=message.queue, eta=message.eta
-            )
-            sent.append(message.id)
-    except BROKER_ERRORS as exc:
-        log.warning(
-            "broker unavailable; messages stay in the outbox for the sweeper",
-            error=f"{type(exc).__name__}: {exc}",
-            unsent=len(messages) - len(sent),
-        )
-    return sent
+    return Outgoing(messages, set(result.finished_jobs), {e.job_id for e in result.events})
 
 
 def deliver(outgoing: Outgoing) -> None:
@@ -94,13 +75,14 @@ def deliver(outgoing: Outgoing) -> None:
     them when the broker is back.
     """
     if outgoing.messages:
-        sent = _send(outgoing.messages)
+        sent = outbox.send(outgoing.messages)
         if sent:
             with transaction() as session:
                 outbox.forget(session, sent)
-    if outgoing.finished_jobs:
+    if outgoing.finished_jobs or outgoing.event_jobs:
         try:
             publish_job_finished(get_settings().broker_url, outgoing.finished_jobs)
+            publish_job_events(get_settings().broker_url, outgoing.event_jobs)
         except BROKER_ERRORS as exc:  # waiters fall back to their timeout and a reload
             log.warning("could not publish finished jobs", error=str(exc))
 
@@ -109,7 +91,7 @@ def sweep(grace_s: float, limit: int = 500) -> int:
     """Send messages staged more than `grace_s` ago and still in the outbox; how many went."""
     with transaction() as session:
         stale = outbox.due(session, utcnow() - timedelta(seconds=grace_s), limit)
-    sent = _send(stale)
+    sent = outbox.send(stale)
     if sent:
         with transaction() as session:
             outbox.forget(session, sent)

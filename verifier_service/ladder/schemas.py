@@ -33,3 +33,8 @@ class Reward(BaseModel):
     fidelity: str | None = Field(default=None, description="Highest tier that contributed.")
     provenance: list[str] = Field(default_factory=list, description="Verdict ids used.")
     cost: RewardCost = Field(default_factory=RewardCost)
+    revision: int | None = Field(
+        default=None,
+        description="1 when first finished; +1 each time it changed after that (e.g. a "
+        "deadline fallback superseded by people's answer). See GET /v1/rewards/changes.",
+    )

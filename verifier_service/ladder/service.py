@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from tiers.base import Candidate, Verdict, VerdictStatus
 from tiers.registry import get_tier
 from verifier_service.core.db import utcnow
+from verifier_service.events import service as events
 from verifier_service.ladder import repository
 from verifier_service.ladder.budgets import BudgetBook
 from verifier_service.ladder.execute import TierRun, execute, keyed_candidate
@@ -62,6 +63,8 @@ class LadderResult:
 
     dispatches: list[Dispatch] = field(default_factory=list)
     finished_jobs: set[str] = field(default_factory=set)
+    #: Items finished or revised and jobs finished: written just before the commit.
+    events: list[events.EventDraft] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -370,23 +373,49 @@ class LadderPass:
         context = self._context(item, item.step)
         self._complete(item, leaf_reward(self.doc, item, self._records(item), stop, context))
 
+    def revise(self, item: Item, reward: Reward) -> None:
+        """Give a finished item a new reward (e.g. people's answer after a deadline fallback):
+        its revision goes up by one and the trainer is told (item.revised), if it changed."""
+        if item.state != ItemState.done:
+            raise ValueError(f"item {item.id} is not finished: it has no reward to revise")
+        self._complete(item, reward)
+
     def _complete(self, item: Item, reward: Reward) -> None:
+        revised = item.state == ItemState.done
+        if revised:
+            before = dict(item.reward or {})
+            if Reward.model_validate(before).model_copy(update={"revision": None}) == reward:
+                return  # the same reward again: not a change
+            reward = reward.model_copy(update={"revision": int(before.get("revision") or 1) + 1})
+        else:
+            reward = reward.model_copy(update={"revision": 1})
+            move(item, ItemState.done)
+            item.finished_at = self.now
         item.reward = reward.model_dump(mode="json")
-        move(item, ItemState.done)
-        item.finished_at = self.now
         if item.parent_id is not None:
             self.session.flush()
             parent = self.session.get(Item, item.parent_id)
             assert parent is not None
             siblings = repository.children(self.session, parent.id)
-            if all(s.state == ItemState.done for s in siblings) and parent.state != ItemState.done:
+            all_done = all(s.state == ItemState.done for s in siblings)
+            if all_done and (revised or parent.state != ItemState.done):
                 self._complete(parent, trajectory_reward(self.doc, siblings))
+            return
+        self.result.events.append(
+            events.item_event(
+                self.job.id, self.job.principal, item.index, reward.revision or 1, item.reward
+            )
+        )
+        if revised:
             return
         self.job.n_done += 1
         if self.job.n_done >= self.job.n_items and self.job.status != "completed":
             self.job.status = "completed"
             self.job.finished_at = self.now
             self.result.finished_jobs.add(self.job.id)
+            self.result.events.append(
+                events.job_event(self.job.id, self.job.principal, self.job.n_items, self.job.n_done)
+            )
 
 
 def advance_job(session: Session, job_id: str) -> LadderResult:
@@ -407,3 +436,17 @@ def expire_job(session: Session, job_id: str) -> LadderResult:
     policy = resolve(session, job.policy_name, job.policy_version)
     items = repository.open_leaf_items(session, job_id)
     return LadderPass(session, job, policy).expire(items)
+
+
+def revise_reward(session: Session, item_id: str, reward: Reward) -> LadderResult:
+    """A finished item's reward changed (people answered after its deadline fallback, an
+    adjudication): store it as the next revision and tell the trainer. Caller commits and
+    stages the result (dispatch.stage)."""
+    item = session.get(Item, item_id)
+    if item is None:
+        raise ValueError(f"no item {item_id!r}")
+    job = repository.lock_job(session, item.job_id)
+    assert job is not None
+    ladder = LadderPass(session, job, resolve(session, job.policy_name, job.policy_version))
+    ladder.revise(item, reward)
+    return ladder.result

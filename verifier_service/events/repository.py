@@ -1,0 +1,129 @@
+"""All SQL about job events, callbacks and webhook deliveries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import column, func, select, table, text
+from sqlalchemy.orm import Session
+
+from verifier_service.events.models import JobCallback, JobEvent, WebhookAttempt, WebhookDelivery
+
+#: The jobs table, as far as events read it (its ORM model belongs to the ladder, above us).
+_jobs = table("jobs", column("id"), column("principal"))
+
+#: Key of the PostgreSQL advisory lock that orders event ids by commit.
+_APPEND_LOCK = 0x5645_4E54  # "VENT"
+
+
+def append(session: Session, events: Sequence[JobEvent]) -> None:
+    """Insert events so that their ids follow commit order.
+
+    On PostgreSQL a transaction that takes a sequence value may commit after one that took a
+    later value; a reader at that later id would skip the earlier event for good. A
+    transaction-scoped advisory lock around the insert (held until commit) rules that out; it
+    is taken at the end of a ladder pass, just before the commit. SQLite has one writer at a
+    time anyway.
+    """
+    if not events:
+        return
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _APPEND_LOCK})
+    session.add_all(events)
+    session.flush()
+
+
+def job_owner(session: Session, job_id: str) -> str | None:
+    """The principal that submitted a job, or None if there is no such job."""
+    found: str | None = session.scalar(select(_jobs.c.principal).where(_jobs.c.id == job_id))
+    return found
+
+
+def events_after(session: Session, job_id: str, after: int, limit: int) -> list[JobEvent]:
+    query = (
+        select(JobEvent)
+        .where(JobEvent.job_id == job_id, JobEvent.id > after)
+        .order_by(JobEvent.id)
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+def changes_after(
+    session: Session, principal: str | None, after: int, limit: int
+) -> list[JobEvent]:
+    """Item events after `after`, of `principal`'s jobs (every job's when None)."""
+    query = select(JobEvent).where(
+        JobEvent.id > after, JobEvent.kind.in_(("item.finished", "item.revised"))
+    )
+    if principal is not None:
+        query = query.where(JobEvent.principal == principal)
+    return list(session.scalars(query.order_by(JobEvent.id).limit(limit)))
+
+
+def last_event_id(session: Session) -> int:
+    return int(session.scalar(select(func.max(JobEvent.id))) or 0)
+
+
+def set_callback(session: Session, job_id: str, url: str) -> None:
+    session.add(JobCallback(job_id=job_id, url=url))
+
+
+def callbacks_of(session: Session, job_ids: Iterable[str]) -> dict[str, str]:
+    ids = list(set(job_ids))
+    if not ids:
+        return {}
+    rows = session.execute(select(JobCallback.job_id, JobCallback.url).where(
+        JobCallback.job_id.in_(ids)
+    ))  # fmt: skip
+    return dict(rows)
+
+
+def add_deliveries(session: Session, deliveries: Sequence[WebhookDelivery]) -> None:
+    session.add_all(deliveries)
+    session.flush()
+
+
+def lock_delivery(session: Session, delivery_id: str) -> WebhookDelivery | None:
+    query = select(WebhookDelivery).where(WebhookDelivery.id == delivery_id).with_for_update()
+    return session.scalar(query)
+
+
+def event(session: Session, event_id: int) -> JobEvent | None:
+    return session.get(JobEvent, event_id)
+
+
+def add_attempt(session: Session, attempt: WebhookAttempt) -> None:
+    session.add(attempt)
+
+
+def deliveries_of(
+    session: Session, job_id: str, limit: int
+) -> tuple[list[WebhookDelivery], dict[str, list[WebhookAttempt]]]:
+    """A job's deliveries, oldest first, and the attempts of each."""
+    deliveries = list(
+        session.scalars(
+            select(WebhookDelivery)
+            .where(WebhookDelivery.job_id == job_id)
+            .order_by(WebhookDelivery.event_id, WebhookDelivery.created_at)
+            .limit(limit)
+        )
+    )
+    attempts: dict[str, list[WebhookAttempt]] = {d.id: [] for d in deliveries}
+    if deliveries:
+        query = (
+            select(WebhookAttempt)
+            .where(WebhookAttempt.delivery_id.in_(list(attempts)))
+            .order_by(WebhookAttempt.delivery_id, WebhookAttempt.number)
+        )
+        for attempt in session.scalars(query):
+            attempts[attempt.delivery_id].append(attempt)
+    return deliveries, attempts
+
+
+def kinds_of(session: Session, event_ids: Iterable[int]) -> dict[int, str]:
+    ids = list(set(event_ids))
+    if not ids:
+        return {}
+    rows = session.execute(select(JobEvent.id, JobEvent.kind).where(JobEvent.id.in_(ids)))
+    return dict(rows)
