@@ -22,6 +22,7 @@ from verifier_service.client.errors import (
 )
 from verifier_service.client.settings import ClientSettings
 from verifier_service.client.sync import VerifierClient
+from verifier_service.client.webhooks import WebhookVerificationError, verify_webhook
 from verifier_service.jobs.schemas import JobOut, Reward, RewardStatus
 
 __all__ = [
@@ -45,5 +46,7 @@ __all__ = [
     "ServiceConnectionError",
     "VerifierClient",
     "VerifierClientError",
+    "WebhookVerificationError",
     "rewards_of",
+    "verify_webhook",
 ]

@@ -7,11 +7,14 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
 from verifier_service.client import _base
 from verifier_service.client._base import ClientCore, ItemLike, PollPolicy, RetryPolicy
+from verifier_service.client.sse import SseParser, StreamState, reward_of
+from verifier_service.events.schemas import ChangesPage, JobEventOut
 from verifier_service.jobs.schemas import JobOut, Reward
 
 
@@ -131,24 +134,67 @@ class AsyncVerifierClient(ClientCore):
             await asyncio.sleep(interval)
         raise AssertionError("unreachable")
 
+    async def events(
+        self, job_id: str, *, last_event_id: int | None = None, timeout_s: float | None = None
+    ) -> AsyncIterator[JobEventOut]:
+        """The job's server-sent events until job.finished, resumed with Last-Event-ID after a
+        dropped connection; JobTimeoutError after timeout_s."""
+        state = StreamState(job_id, last_event_id, timeout_s)
+        while True:
+            outcome: httpx.Response | httpx.TransportError | None = None
+            try:
+                async with self._http.stream(
+                    "GET",
+                    state.path,
+                    headers=state.headers(_base.headers(self.principal, None)),
+                    timeout=state.timeout(self.timeout_s),
+                ) as response:
+                    if response.status_code >= 400:
+                        await response.aread()
+                        outcome = response
+                    else:
+                        parser = SseParser()
+                        async for line in response.aiter_lines():
+                            event = parser.feed(line)
+                            if event is not None:
+                                state.seen(event)
+                                yield event
+                                if event.type == "job.finished":
+                                    return
+            except httpx.TransportError as exc:  # dropped, or quiet past the read timeout
+                outcome = exc
+            if state.out_of_time():
+                raise _base.still_running(await self.get_job(job_id), timeout_s)
+            delay = self.retry.delay(state.attempt)  # the stream ended early: resume
+            if outcome is not None:
+                delay = self.retry_delay(state.attempt, f"GET {state.path}", outcome, state.started)
+                if delay is None:
+                    assert isinstance(outcome, httpx.Response)
+                    _base.raise_for(outcome)
+            await asyncio.sleep(delay or 0.0)
+            state.attempt += 1
+
     async def stream(
         self, job_id: str, *, timeout_s: float | None = None
     ) -> AsyncIterator[tuple[int, Reward]]:
-        """Yield `(index, reward)` as each item's reward becomes final (by polling with backoff).
-
-        When the job completes, items left `pending` (waiting for reviewers) are yielded as such.
-        """
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        seen: set[int] = set()
-        for interval in self.poll.intervals():
-            job = await self.get_job(job_id)
-            for pair in _base.newly_final(job, seen):
+        """Yield `(index, reward)` as each item's reward finishes (or is revised), from the job's
+        server-sent events; ends when the job finishes."""
+        async for event in self.events(job_id, timeout_s=timeout_s):
+            pair = reward_of(event)
+            if pair is not None:
                 yield pair
-            if job.status == "completed":
-                return
-            if deadline is not None and time.monotonic() + interval > deadline:
-                raise _base.still_running(job, timeout_s)
-            await asyncio.sleep(interval)
+
+    async def changes(self, *, since: str | None = None, limit: int = 100) -> ChangesPage:
+        """GET /v1/rewards/changes after cursor `since`; pass `page.next` as the next since."""
+        params: dict[str, str | int] = {"limit": limit}
+        if since is not None:
+            params["since"] = since
+        response = await self._request(
+            "GET", f"/v1/rewards/changes?{urlencode(params)}",
+            headers=_base.headers(self.principal, None),
+        )  # fmt: skip
+        _base.raise_for(response)
+        return ChangesPage.model_validate(response.json())
 
     async def score_jobs(
         self,

@@ -6,11 +6,14 @@ import time
 from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
 from verifier_service.client import _base
 from verifier_service.client._base import ClientCore, ItemLike, PollPolicy, RetryPolicy
+from verifier_service.client.sse import SseParser, StreamState, reward_of
+from verifier_service.events.schemas import ChangesPage, JobEventOut, RewardChange
 from verifier_service.jobs.schemas import JobOut, Reward
 
 
@@ -130,23 +133,79 @@ class VerifierClient(ClientCore):
             time.sleep(interval)
         raise AssertionError("unreachable")
 
+    def events(
+        self, job_id: str, *, last_event_id: int | None = None, timeout_s: float | None = None
+    ) -> Iterator[JobEventOut]:
+        """The job's server-sent events (item.finished, item.revised, job.finished) until
+        job.finished. A dropped connection is resumed with Last-Event-ID (retried as any
+        request); JobTimeoutError after timeout_s."""
+        state = StreamState(job_id, last_event_id, timeout_s)
+        while True:
+            outcome: httpx.Response | httpx.TransportError | None = None
+            try:
+                with self._http.stream(
+                    "GET",
+                    state.path,
+                    headers=state.headers(_base.headers(self.principal, None)),
+                    timeout=state.timeout(self.timeout_s),
+                ) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        outcome = response
+                    else:
+                        parser = SseParser()
+                        for line in response.iter_lines():
+                            event = parser.feed(line)
+                            if event is not None:
+                                state.seen(event)
+                                yield event
+                                if event.type == "job.finished":
+                                    return
+            except httpx.TransportError as exc:  # dropped, or quiet past the read timeout
+                outcome = exc
+            if state.out_of_time():
+                raise _base.still_running(self.get_job(job_id), timeout_s)
+            delay = self.retry.delay(state.attempt)  # the stream ended early: resume
+            if outcome is not None:
+                delay = self.retry_delay(state.attempt, f"GET {state.path}", outcome, state.started)
+                if delay is None:
+                    assert isinstance(outcome, httpx.Response)
+                    _base.raise_for(outcome)
+            time.sleep(delay or 0.0)
+            state.attempt += 1
+
     def stream(
         self, job_id: str, *, timeout_s: float | None = None
     ) -> Iterator[tuple[int, Reward]]:
-        """Yield `(index, reward)` as each item's reward becomes final (by polling with backoff).
+        """Yield `(index, reward)` as each item's reward finishes (or is revised), from the job's
+        server-sent events; ends when the job finishes (items left `pending` for reviewers come
+        as such, and again later through changes())."""
+        for event in self.events(job_id, timeout_s=timeout_s):
+            pair = reward_of(event)
+            if pair is not None:
+                yield pair
 
-        When the job completes, items left `pending` (waiting for reviewers) are yielded as such.
-        """
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        seen: set[int] = set()
-        for interval in self.poll.intervals():
-            job = self.get_job(job_id)
-            yield from _base.newly_final(job, seen)
-            if job.status == "completed":
+    def changes(self, *, since: str | None = None, limit: int = 100) -> ChangesPage:
+        """GET /v1/rewards/changes: rewards finished or revised after cursor `since` (None: from
+        the start, "now": from now on), of this key's jobs; pass `page.next` as the next since."""
+        params: dict[str, str | int] = {"limit": limit}
+        if since is not None:
+            params["since"] = since
+        response = self._request(
+            "GET", f"/v1/rewards/changes?{urlencode(params)}",
+            headers=_base.headers(self.principal, None),
+        )  # fmt: skip
+        _base.raise_for(response)
+        return ChangesPage.model_validate(response.json())
+
+    def iter_changes(self, *, since: str | None = None) -> Iterator[RewardChange]:
+        """Every change after `since` until caught up (keep the last `cursor` for next time)."""
+        while True:
+            page = self.changes(since=since)
+            yield from page.changes
+            if not page.changes:
                 return
-            if deadline is not None and time.monotonic() + interval > deadline:
-                raise _base.still_running(job, timeout_s)
-            time.sleep(interval)
+            since = page.next
 
     def score_jobs(
         self,
