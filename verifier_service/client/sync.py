@@ -165,7 +165,7 @@ class VerifierClient(ClientCore):
                 outcome = exc
             if state.out_of_time():
                 raise _base.still_running(self.get_job(job_id), timeout_s)
-            delay = self.retry.delay(state.attempt)  # the stream ended early: resume
+            delay: float | None = self.retry.delay(state.attempt)  # ended early: resume
             if outcome is not None:
                 delay = self.retry_delay(state.attempt, f"GET {state.path}", outcome, state.started)
                 if delay is None:
