@@ -169,6 +169,25 @@ def _warn_if_single_machine(settings: Settings) -> None:
         )
 
 
+def _dev_webhook_env(settings: Settings) -> dict[str, str]:
+    """`dev` signs webhooks with a secret kept in the data directory and lets them reach this
+    machine (loopback and private addresses), unless the environment says otherwise."""
+    import base64
+    import secrets
+
+    secret_file = Path(settings.data_dir) / "webhook-secret"
+    if not secret_file.exists():
+        secret_file.parent.mkdir(parents=True, exist_ok=True)
+        secret_file.write_text("whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())
+        secret_file.chmod(0o600)
+    env = {}
+    if "VERIFIER_WEBHOOKS__ALLOW_PRIVATE" not in os.environ:
+        env["VERIFIER_WEBHOOKS__ALLOW_PRIVATE"] = "true"
+    if settings.webhooks.secret is None:
+        env["VERIFIER_WEBHOOKS__SECRET"] = secret_file.read_text().strip()
+    return env
+
+
 def _docker_available() -> bool:
     try:
         import docker
@@ -206,6 +225,7 @@ def dev(
     exe = [sys.executable, "-m", "verifier_service"]
     subprocess.run([*exe, "migrate"], env=env, check=True)
     env.update(auth_cli.dev_auth_env(settings, enabled=auth))
+    env.update(_dev_webhook_env(settings))
     families = {
         "fast": "ladder,tier.fast,callbacks,review",
         "sim": "tier.sim",

@@ -29,9 +29,11 @@ def _visible(job_id: str, principal: AuthenticatedPrincipal) -> None:
         service.visible_job(session, job_id, principal)
 
 
-def _after(job_id: str, after: int) -> list[JobEventOut]:
+def _after(job_id: str, after: int) -> tuple[list[JobEventOut], bool]:
+    """Events after `after`; when there are none, whether the job has finished."""
     with transaction() as session:
-        return service.events_after(session, job_id, after)
+        events = service.events_after(session, job_id, after)
+        return events, bool(not events and service.finished(session, job_id))
 
 
 def _frame(event: JobEventOut) -> str:
@@ -41,13 +43,15 @@ def _frame(event: JobEventOut) -> str:
 async def _stream(
     job_id: str, after: int, waiter: JobWaiter, keepalive_s: float
 ) -> AsyncIterator[str]:
-    """Events after `after` until job.finished; woken by the Redis notification, with a read
-    every keepalive_s as the slow fallback."""
+    """Events after `after` until job.finished (or, resumed after it, until none are left);
+    woken by the Redis notification, with a read every keepalive_s as the slow fallback."""
     yield f"retry: {RETRY_MS}\n\n"
     with waiter.watch_events(job_id) as woken:
         while True:
             woken.clear()  # before the read: a notification during it is not lost
-            events = await run_in_threadpool(_after, job_id, after)
+            events, ended = await run_in_threadpool(_after, job_id, after)
+            if ended:
+                return
             for event in events:
                 yield _frame(event)
                 after = event.id

@@ -49,6 +49,12 @@ def events_after(session: Session, job_id: str, after: int, limit: int) -> list[
     return list(session.scalars(query))
 
 
+def has_finished(session: Session, job_id: str) -> bool:
+    """Whether the job's job.finished event is written."""
+    query = select(JobEvent.id).where(JobEvent.job_id == job_id, JobEvent.kind == "job.finished")
+    return session.scalar(query.limit(1)) is not None
+
+
 def changes_after(
     session: Session, principal: str | None, after: int, limit: int
 ) -> list[JobEvent]:
@@ -76,7 +82,7 @@ def callbacks_of(session: Session, job_ids: Iterable[str]) -> dict[str, str]:
     rows = session.execute(select(JobCallback.job_id, JobCallback.url).where(
         JobCallback.job_id.in_(ids)
     ))  # fmt: skip
-    return dict(rows)
+    return {row[0]: row[1] for row in rows}
 
 
 def add_deliveries(session: Session, deliveries: Sequence[WebhookDelivery]) -> None:
@@ -126,4 +132,4 @@ def kinds_of(session: Session, event_ids: Iterable[int]) -> dict[int, str]:
     if not ids:
         return {}
     rows = session.execute(select(JobEvent.id, JobEvent.kind).where(JobEvent.id.in_(ids)))
-    return dict(rows)
+    return {row[0]: row[1] for row in rows}

@@ -124,6 +124,11 @@ def events_after(session: Session, job_id: str, after: int, limit: int = 500) ->
     return [_out(row) for row in repository.events_after(session, job_id, after, limit)]
 
 
+def finished(session: Session, job_id: str) -> bool:
+    """Whether the job has finished (its job.finished event is written)."""
+    return repository.has_finished(session, job_id)
+
+
 def parse_cursor(value: str | None, what: str) -> int:
     """An event id given as a cursor (Last-Event-ID, since); 0 when absent."""
     if value is None or value == "":

@@ -16,6 +16,7 @@ import ipaddress
 import socket
 import time
 from datetime import timedelta
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 import httpx
@@ -157,6 +158,13 @@ def signature(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
 # ---------------------------------------------------------------- one attempt
 
 
+@lru_cache(maxsize=2)
+def _client(timeout_s: float) -> httpx.Client:
+    # One per worker process (connections reused). No redirects: one could lead past the
+    # allowed hosts.
+    return httpx.Client(timeout=timeout_s, follow_redirects=False)
+
+
 def _post(
     url: str, msg_id: str, body: bytes, settings: WebhookSettings
 ) -> tuple[int | None, str | None]:
@@ -170,9 +178,7 @@ def _post(
         "webhook-signature": signature(settings.secret.get_secret_value(), msg_id, timestamp, body),
     }
     try:
-        # No redirects: a redirect could lead past the allowed hosts.
-        with httpx.Client(timeout=settings.timeout_s, follow_redirects=False) as client:
-            response = client.post(url, content=body, headers=headers)
+        response = _client(settings.timeout_s).post(url, content=body, headers=headers)
     except httpx.HTTPError as exc:
         return None, f"{type(exc).__name__}: {exc}"[:1000]
     if 200 <= response.status_code < 300:
