@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tiers.chem.settings import ChemSettings
@@ -180,6 +182,8 @@ class AuthSettings(BaseModel):
 class WebhookSettings(BaseModel):
     """Callbacks to trainers (Standard Webhooks) and the server-sent events stream."""
 
+    model_config = ConfigDict(hide_input_in_errors=True)  # a malformed secret is still secret
+
     secret: SecretStr | None = Field(
         default=None,
         description="Key that signs webhook deliveries, in Standard Webhooks form: `whsec_` and "
@@ -225,12 +229,31 @@ class WebhookSettings(BaseModel):
         "for a lost Redis notification).",
     )
 
+    @field_validator("secret", mode="before")
+    @classmethod
+    def _secret_form(cls, value: object) -> object:
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if text is None or text == "":
+            return None  # unset (compose passes an empty string)
+        if not isinstance(text, str) or not text.startswith("whsec_"):
+            raise ValueError("webhooks.secret must be `whsec_` followed by base64")
+        try:
+            key = base64.b64decode(text.removeprefix("whsec_"), validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("webhooks.secret: the part after `whsec_` is not base64") from None
+        if not 24 <= len(key) <= 64:
+            raise ValueError("webhooks.secret must hold 24 to 64 random bytes")
+        return text
+
 
 class Settings(BaseSettings):
     """verifier-service settings."""
 
     model_config = SettingsConfigDict(
-        env_prefix="VERIFIER_", env_nested_delimiter="__", extra="ignore"
+        env_prefix="VERIFIER_",
+        env_nested_delimiter="__",
+        extra="ignore",
+        hide_input_in_errors=True,  # values may be secrets
     )
 
     data_dir: Path = Field(
