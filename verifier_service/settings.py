@@ -115,6 +115,13 @@ class WorkerSettings(BaseModel):
         description="Tier work sent this long ago and not taken by any worker is sent again "
         "(a message lost without a broker restart the sweep could see).",
     )
+    webhook_overdue_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="A webhook delivery whose next attempt is this overdue (its delayed "
+        "message lost, or its worker died during an attempt) is sent again by the recovery "
+        "sweep.",
+    )
     max_dispatches: int = Field(
         default=5,
         ge=1,

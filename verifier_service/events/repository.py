@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
-from sqlalchemy import column, func, select, table, text
+from sqlalchemy import column, func, or_, select, table, text
 from sqlalchemy.orm import Session
 
 from verifier_service.events.models import JobCallback, JobEvent, WebhookAttempt, WebhookDelivery
@@ -133,3 +134,19 @@ def kinds_of(session: Session, event_ids: Iterable[int]) -> dict[int, str]:
         return {}
     rows = session.execute(select(JobEvent.id, JobEvent.kind).where(JobEvent.id.in_(ids)))
     return {row[0]: row[1] for row in rows}
+
+
+def overdue_deliveries(session: Session, due_before: datetime, limit: int) -> list[str]:
+    """Pending deliveries whose next attempt was due before `due_before` and that no attempt
+    holds now: their message was lost (a broker restart) or their worker died mid-attempt."""
+    query = (
+        select(WebhookDelivery.id)
+        .where(
+            WebhookDelivery.status == "pending",
+            WebhookDelivery.next_attempt_at < due_before,
+            or_(WebhookDelivery.busy_until.is_(None), WebhookDelivery.busy_until < due_before),
+        )
+        .order_by(WebhookDelivery.next_attempt_at)
+        .limit(limit)
+    )
+    return list(session.scalars(query))

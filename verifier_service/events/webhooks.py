@@ -256,3 +256,18 @@ def attempt(delivery_id: str) -> str | None:
     log.info("webhook attempt", delivery=delivery_id, number=number, code=status_code,
              error=error, status=status)  # fmt: skip
     return status
+
+
+def resend_overdue(grace_s: float, limit: int = 500) -> int:
+    """Send again the attempts overdue by more than `grace_s` (the recovery sweep); how many."""
+    with transaction() as session:
+        overdue = repository.overdue_deliveries(
+            session, utcnow() - timedelta(seconds=grace_s), limit
+        )
+    messages = [
+        OutboxMessage(task=DELIVER_TASK, args=[i], queue=CALLBACKS_QUEUE, eta=None) for i in overdue
+    ]
+    sent = outbox.send(messages)
+    if sent:
+        log.warning("sent overdue webhook deliveries again", deliveries=len(sent))
+    return len(sent)

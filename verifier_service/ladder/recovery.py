@@ -4,6 +4,8 @@ One sweep, run every few seconds by the API and by workers that consume the `lad
 deployment of workers alone still recovers), one process at a time (a lock in Redis):
 - ladder work staged in the outbox but never handed to the broker is sent;
 - running jobs past their deadline are finished (their delayed broker message may be lost);
+- webhook deliveries whose next attempt is long overdue are sent again (the same cause, or a
+  worker that died during an attempt);
 - tier work that no task will ever finish is sent again: work sent before the broker lost its
   data (a restart without persistence), work taken by a worker that died (its presence ran
   out), work taken longer ago than any task may run, and work never taken for too long. An item
@@ -27,6 +29,7 @@ from verifier_service.core.broker import QUEUES, celery_app
 from verifier_service.core.db import transaction, utcnow
 from verifier_service.core.notify import sync_client
 from verifier_service.core.presence import held_key, live_nodes, workers_holding_tasks
+from verifier_service.events.webhooks import resend_overdue
 from verifier_service.ladder import dispatch, repository
 from verifier_service.ladder.runs import resend_lost_work
 from verifier_service.settings import Settings
@@ -45,6 +48,7 @@ class SweepReport:
 
     outbox_sent: int = 0
     jobs_expired: int = 0
+    webhooks_resent: int = 0
     workers_resent: int = 0
     items_resent: int = 0
 
@@ -121,7 +125,9 @@ def sweep(settings: Settings, every_s: float, grace_s: float) -> SweepReport | N
         return None
     live = live_nodes(client, QUEUES)
     report = SweepReport(
-        outbox_sent=dispatch.sweep(grace_s), jobs_expired=dispatch.expire_overdue()
+        outbox_sent=dispatch.sweep(grace_s),
+        jobs_expired=dispatch.expire_overdue(),
+        webhooks_resent=resend_overdue(settings.worker.webhook_overdue_s),
     )
     handled = resend_held(client, live)
     report.workers_resent = len(handled)
