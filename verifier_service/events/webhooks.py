@@ -198,7 +198,10 @@ def attempt(delivery_id: str) -> str | None:
     with transaction() as session:
         delivery = repository.lock_delivery(session, delivery_id)
         now = utcnow()
-        if delivery is None or delivery.status != "pending" or settings.secret is None:
+        if delivery is None or delivery.status != "pending":
+            return None
+        if settings.secret is None:
+            log.error("webhook not sent: this worker has no VERIFIER_WEBHOOKS__SECRET")
             return None
         if delivery.busy_until is not None and delivery.busy_until > now:
             return None  # a second copy of the task while the first is sending
