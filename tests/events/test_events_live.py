@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support import Service, poll_job, start_service
+from support import Service, free_port, poll_job, start_service
 
 from verifier_service.client import VerifierClient, verify_webhook
 
@@ -47,6 +47,7 @@ def service(
         VERIFIER_WEBHOOKS__SECRET=SECRET,
         VERIFIER_WEBHOOKS__ALLOWED_HOSTS='["127.0.0.1"]',
         VERIFIER_WEBHOOKS__RETRY_FIRST_S="0.5",
+        VERIFIER_WEBHOOKS__RETRY_FOR_S="3",
         VERIFIER_WEBHOOKS__STREAM_KEEPALIVE_S=str(KEEPALIVE_S),
     )
     yield service
@@ -306,6 +307,33 @@ def test_webhooks_are_signed_retried_and_recorded(service: Service, receiver: Re
     durations = [a["duration_ms"] for d in deliveries for a in d["attempts"]]
     print(f"webhook attempt durations (ms): {durations}")
     assert all(0 < ms < 5000 for ms in durations)
+
+
+def test_a_receiver_that_never_answers_is_retried_with_backoff_then_given_up(
+    service: Service,
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}/nobody-listens"  # connection refused
+    body = {"items": [unique_mol()], "wait_s": 20, "callback": {"url": url}}
+    with service.client() as client:
+        response = client.post("/v1/rewards", json=body)
+        assert response.status_code == 200, response.text
+        path = f"/v1/jobs/{response.json()['id']}/deliveries"
+        deadline = time.monotonic() + 30
+        deliveries = client.get(path).json()
+        while time.monotonic() < deadline and any(d["status"] == "pending" for d in deliveries):
+            time.sleep(0.25)
+            deliveries = client.get(path).json()
+    assert [d["status"] for d in deliveries] == ["failed", "failed"]
+    for delivery in deliveries:
+        attempts = delivery["attempts"]
+        # retry_first_s 0.5 doubling, within retry_for_s 3: attempts at ~0, 0.5, 1.5 s.
+        assert len(attempts) == 3, attempts
+        assert all(a["status_code"] is None for a in attempts)
+        assert all(a["error"].startswith("ConnectError") for a in attempts)
+        starts = [datetime.fromisoformat(a["started_at"]).timestamp() for a in attempts]
+        assert starts[1] - starts[0] >= 0.45
+        assert starts[2] - starts[1] >= 0.95
+        assert delivery["next_attempt_at"] is None
 
 
 def test_callbacks_outside_the_allow_list_are_refused(service: Service) -> None:
