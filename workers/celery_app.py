@@ -24,7 +24,8 @@ configure_tiers(get_settings())  # the tiers this worker runs take their setting
 app = celery_app()
 app.conf.include = ["workers.tasks"]
 
-from workers import presence  # noqa: E402, F401 - connects the worker presence signals
+# Connect their signals: worker presence; task metrics, request ids in logs, traces.
+from workers import observability, presence  # noqa: E402, F401
 
 #: The queues this worker consumes (set in the worker's main process, inherited by its children).
 _consumed: set[str] = set()
