@@ -55,8 +55,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     settings = get_settings()
     configure_tiers(settings)
     configure_logging(settings.log_level)
-    metrics_registry.setup(settings)
-    assert propagation.CARRIED  # imported for its signal: request ids into task headers
+    propagation.install()  # request ids into the headers of the tasks requests send
     # Threads started from here on (anyio's pool, which runs the inline lane) get this stack.
     threading.stack_size(max(threading.stack_size(), WORKER_THREAD_STACK_BYTES))
 
@@ -64,6 +63,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if check_migrations:
             ensure_migrated(get_engine())
+        metrics_registry.setup(settings)  # before the first request counts anything
         app.state.waiter = JobWaiter(settings.broker_url)
         await app.state.waiter.start()
         sweeper = None

@@ -30,6 +30,7 @@ from verifier_service.settings import get_settings
 log = structlog.get_logger(__name__)
 
 setup(get_settings())
+propagation.install()
 
 #: When each task running in this process started (by task id), for its runtime.
 _started: dict[str, float] = {}

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from support import Service, poll_job, start_service
+from support import Service, poll_job
 
 from tiers.registry import get_tier
 
@@ -24,25 +23,6 @@ def _unique_smiles() -> str:
     """A phenol ether with a random chain of 16 C/N atoms: a molecule no other test sends."""
     bits = uuid.uuid4().int
     return "c1ccccc1OC" + "".join("CN"[(bits >> i) & 1] for i in range(16))
-
-
-@pytest.fixture(scope="module")
-def two_workers(
-    tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str
-) -> Iterator[Service]:
-    """The API and two Celery workers (two pool processes each) on one host's metrics dir."""
-    service = start_service(
-        tmp_path_factory.mktemp("metrics"),
-        "ladder,tier.fast",
-        VERIFIER_DATABASE__URL=pg_url,
-        VERIFIER_BROKER__URL=redis_url,
-        VERIFIER_API__INLINE_MAX_ITEMS="0",  # every job goes through the workers
-    )
-    try:
-        service.start_worker("worker2", "ladder,tier.fast")
-        yield service
-    finally:
-        service.stop_all()
 
 
 def scrape(service: Service) -> tuple[str, Samples]:

@@ -31,13 +31,18 @@ def carried_context(headers: dict[str, Any] | None) -> dict[str, str]:
     return {key: found[key] for key in CARRIED if isinstance(found.get(key), str)}
 
 
-@before_task_publish.connect  # type: ignore[untyped-decorator]
+def install() -> None:
+    """Connect the publish hook in this process (idempotent)."""
+    before_task_publish.connect(_on_publish, weak=False, dispatch_uid="verifier.propagation")
+
+
 def _on_publish(
     sender: str | None = None,
     headers: dict[str, Any] | None = None,
     routing_key: str | None = None,
     **_: Any,
 ) -> None:
+    """Copy the carried ids into a task's headers, and count the task as sent."""
     if headers is not None:
         bound = structlog.contextvars.get_contextvars()
         for key in CARRIED:
