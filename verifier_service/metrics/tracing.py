@@ -47,8 +47,15 @@ def setup(settings: Settings, *, celery: bool = False) -> bool:
         exporter = OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")
         provider.add_span_processor(BatchSpanProcessor(exporter))
         trace.set_tracer_provider(provider)
-        # Engines made from here on are traced (the service makes its engines lazily).
+        # Engines made from here on are traced (the service makes its engines lazily). The
+        # instrumentation wraps sqlalchemy.create_engine; core.db took its name at import.
         SQLAlchemyInstrumentor().instrument()
+        import sqlalchemy
+
+        from verifier_service.core import db
+
+        db.create_engine = sqlalchemy.create_engine  # type: ignore[attr-defined]
+        db.reset_engine_cache()
         RedisInstrumentor().instrument()
         HTTPXClientInstrumentor().instrument()
         _done.add("provider")
