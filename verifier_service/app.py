@@ -54,7 +54,7 @@ async def _sweep(every_s: float, grace_s: float) -> None:
 def create_app(*, check_migrations: bool = True) -> FastAPI:
     settings = get_settings()
     configure_tiers(settings)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, json=settings.log_json)
     propagation.install()  # request ids into the headers of the tasks requests send
     # Threads started from here on (anyio's pool, which runs the inline lane) get this stack.
     threading.stack_size(max(threading.stack_size(), WORKER_THREAD_STACK_BYTES))

@@ -223,6 +223,11 @@ class Settings(BaseSettings):
         default=Path("./data"), description="Where the embedded SQLite and Redis live."
     )
     log_level: str = Field(default="INFO", description="Logging level.")
+    log_json: bool = Field(
+        default=False,
+        description="Render the service's structured logs as one JSON object per line (with "
+        "request_id, job_id and task fields where known) instead of key=value text.",
+    )
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     broker: BrokerSettings = Field(default_factory=BrokerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)

@@ -36,7 +36,7 @@ def _plain_logs(**_: Any) -> None:
     # Tracebacks without locals and no passwords in any line, as in the API.
     from verifier_service.core.logging import configure_logging
 
-    configure_logging(get_settings().log_level)
+    configure_logging(get_settings().log_level, json=get_settings().log_json)
 
 
 @celeryd_after_setup.connect
