@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 
 import httpx
 import pytest
@@ -28,9 +29,18 @@ def _succeeded(text: str) -> float:
 
 @pytest.fixture(scope="module")
 def two_hosts(
-    tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str
+    tmp_path_factory: pytest.TempPathFactory,
+    pg_url: str,
+    private_redis: Callable[[], AbstractContextManager[str]],
 ) -> Iterator[tuple[Service, Service, int]]:
     """Host A: the API and a worker; host B: a worker alone, serving its metrics on a port."""
+    with private_redis() as redis_url:
+        yield from _hosts(tmp_path_factory, pg_url, redis_url)
+
+
+def _hosts(
+    tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str
+) -> Iterator[tuple[Service, Service, int]]:
     a = start_service(
         tmp_path_factory.mktemp("host-a"), "ladder,tier.fast",
         VERIFIER_DATABASE__URL=pg_url, VERIFIER_BROKER__URL=redis_url,

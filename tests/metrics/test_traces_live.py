@@ -8,7 +8,8 @@ import gzip
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -85,19 +86,25 @@ def receiver() -> Iterator[Receiver]:
 
 @pytest.fixture(scope="module")
 def traced(
-    tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str, receiver: Receiver
+    tmp_path_factory: pytest.TempPathFactory,
+    pg_url: str,
+    receiver: Receiver,
+    private_redis: Callable[[], AbstractContextManager[str]],
 ) -> Iterator[Service]:
-    service = start_service(
-        Path(tmp_path_factory.mktemp("traced")),
-        "ladder,tier.fast",
-        VERIFIER_DATABASE__URL=pg_url,
-        VERIFIER_BROKER__URL=redis_url,
-        VERIFIER_API__INLINE_MAX_ITEMS="0",
-        VERIFIER_METRICS__OTLP_ENDPOINT=f"http://127.0.0.1:{receiver.port}",
-        OTEL_BSP_SCHEDULE_DELAY="200",  # the SDK's batch delay: spans out within 0.2 s
-    )
-    yield service
-    service.stop_all()
+    with private_redis() as redis_url:
+        service = start_service(
+            Path(tmp_path_factory.mktemp("traced")),
+            "ladder,tier.fast",
+            VERIFIER_DATABASE__URL=pg_url,
+            VERIFIER_BROKER__URL=redis_url,
+            VERIFIER_API__INLINE_MAX_ITEMS="0",
+            VERIFIER_METRICS__OTLP_ENDPOINT=f"http://127.0.0.1:{receiver.port}",
+            OTEL_BSP_SCHEDULE_DELAY="200",  # the SDK's batch delay: spans out within 0.2 s
+        )
+        try:
+            yield service
+        finally:
+            service.stop_all()
 
 
 def _ancestors(span: Span, by_id: dict[str, Span]) -> list[Span]:
