@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
 
 import pytest
 import redis
 from support import REDIS_HOST, REDIS_PORT, Service, start_service
+
+from verifier_service.ladder.recovery import BROKER_MARKER
 
 PrivateRedis = Callable[[], AbstractContextManager[str]]
 
@@ -30,6 +33,11 @@ def _private_redis() -> Iterator[str]:
         raise RuntimeError("no free Redis database index for tests")
     client.flushdb()
     client.set("verifier-test-claim", "metrics", ex=3600)
+    # The PostgreSQL database is the session's, older than this Redis database: to the recovery
+    # sweep a broker without its marker is one that lost its data, and the first sweep would
+    # send every job in flight again (doubling the counts). Mark it as a broker that has held
+    # our data all along, which is what it is.
+    client.set(BROKER_MARKER, datetime.now(UTC).isoformat())
     try:
         yield f"redis://{REDIS_HOST}:{REDIS_PORT}/{db}"
     finally:
