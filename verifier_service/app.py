@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
 from verifier_service import __version__
+from verifier_service.auth.deps import app_routes
 from verifier_service.core.db import get_engine
 from verifier_service.core.handlers import install_error_handlers
 from verifier_service.core.logging import configure_logging
@@ -25,6 +26,9 @@ from verifier_service.core.middleware import (
 )
 from verifier_service.core.migrate import ensure_migrated
 from verifier_service.core.notify import JobWaiter
+from verifier_service.metrics import propagation, tracing
+from verifier_service.metrics import registry as metrics_registry
+from verifier_service.metrics.http import HttpMetrics, RouteTemplates
 from verifier_service.settings import configure_tiers, get_settings
 
 log = structlog.get_logger(__name__)
@@ -50,7 +54,8 @@ async def _sweep(every_s: float, grace_s: float) -> None:
 def create_app(*, check_migrations: bool = True) -> FastAPI:
     settings = get_settings()
     configure_tiers(settings)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, json=settings.log_json)
+    propagation.install()  # request ids into the headers of the tasks requests send
     # Threads started from here on (anyio's pool, which runs the inline lane) get this stack.
     threading.stack_size(max(threading.stack_size(), WORKER_THREAD_STACK_BYTES))
 
@@ -58,6 +63,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if check_migrations:
             ensure_migrated(get_engine())
+        metrics_registry.setup(settings)  # before the first request counts anything
         app.state.waiter = JobWaiter(settings.broker_url)
         await app.state.waiter.start()
         sweeper = None
@@ -81,6 +87,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     app.add_middleware(JsonDepthLimit, max_depth=MAX_JSON_DEPTH)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_body_bytes)
     app.add_middleware(RequestId)
+    app.add_middleware(HttpMetrics, templates=RouteTemplates(lambda: list(app_routes(app))))
     install_error_handlers(app)
 
     from verifier_service import health
@@ -89,6 +96,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     from verifier_service.events.endpoints import router as events_router
     from verifier_service.jobs.endpoints import router as jobs_router
     from verifier_service.ladder.endpoints import router as ladder_router
+    from verifier_service.metrics.endpoints import router as metrics_router
     from verifier_service.policies.endpoints import router as policies_router
     from verifier_service.sandbox.endpoints import router as sandbox_router
     from verifier_service.tiers_api.endpoints import router as tiers_router
@@ -103,5 +111,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     app.include_router(openrlhf_router)
     app.include_router(auth_endpoints.router)
     app.include_router(auth_endpoints.pages)
+    app.include_router(metrics_router)
+    tracing.instrument_app(app, settings)
     auth_endpoints.redact_keys_in_access_log()
     return app

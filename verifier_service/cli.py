@@ -211,6 +211,7 @@ def dev(
 ) -> None:
     """Everything in one command: embedded Redis, SQLite, the API and a worker per queue family."""
     from verifier_service.core.embedded import EmbeddedRedis, die_with_parent
+    from verifier_service.metrics.registry import wipe as wipe_metrics
 
     settings = get_settings()
     env = dict(os.environ)
@@ -222,6 +223,7 @@ def dev(
         console.print(f"embedded Redis on [bold]{socket}[/]")
     env["VERIFIER_DATA_DIR"] = str(settings.data_dir.absolute())
     env.setdefault("OMP_NUM_THREADS", "1")
+    wipe_metrics(settings.metrics_dir)  # this host's processes all start here: counts from 0
     exe = [sys.executable, "-m", "verifier_service"]
     subprocess.run([*exe, "migrate"], env=env, check=True)
     env.update(auth_cli.dev_auth_env(settings, enabled=auth))

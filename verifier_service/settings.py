@@ -252,6 +252,40 @@ class WebhookSettings(BaseModel):
             raise ValueError("webhooks.secret must hold 24 to 64 random bytes")
         return text
 
+class MetricsSettings(BaseModel):
+    """Prometheus metrics and OpenTelemetry traces (see docs/observability.md)."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Count tasks, rewards, verdicts, cache use, gate decisions, cost and HTTP "
+        "latency, and serve them at GET /metrics (operator role). False: nothing is counted "
+        "and /metrics answers 404.",
+    )
+    multiproc_dir: Path | None = Field(
+        default=None,
+        description="Directory where every API and worker process of this host writes its "
+        "counters (prometheus-client multiprocess mode); one per host, never shared between "
+        "hosts. Files of processes that are no longer alive are removed when a process starts. "
+        "Default: <data_dir>/metrics.",
+    )
+    worker_port: int | None = Field(
+        default=None,
+        description="When set, a worker's main process also serves this host's metrics at "
+        "http://<worker_host>:<port>/metrics without credentials (for hosts that run workers "
+        "but no API); keep it on a private network.",
+    )
+    worker_host: str = Field(
+        default="127.0.0.1", description="Interface of the worker's metrics port."
+    )
+    otlp_endpoint: str | None = Field(
+        default=None,
+        description="OTLP/HTTP endpoint for OpenTelemetry traces, e.g. "
+        "http://otel-collector:4318 (needs the `otel` extra). Unset: no tracing.",
+    )
+    service_name: str = Field(
+        default="verifier-service", description="service.name of the traces this process sends."
+    )
+
 
 class Settings(BaseSettings):
     """verifier-service settings."""
@@ -267,6 +301,11 @@ class Settings(BaseSettings):
         default=Path("./data"), description="Where the embedded SQLite and Redis live."
     )
     log_level: str = Field(default="INFO", description="Logging level.")
+    log_json: bool = Field(
+        default=False,
+        description="Render the service's structured logs as one JSON object per line (with "
+        "request_id, job_id and task fields where known) instead of key=value text.",
+    )
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     broker: BrokerSettings = Field(default_factory=BrokerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
@@ -275,12 +314,18 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
     @property
     def database_url(self) -> str:
         if self.database.url:
             return self.database.url
         return f"sqlite:///{(self.data_dir / 'verifier.db').resolve()}"
+
+    @property
+    def metrics_dir(self) -> Path:
+        """Where this host's processes keep their metrics."""
+        return (self.metrics.multiproc_dir or self.data_dir / "metrics").absolute()
 
     @property
     def redis_socket(self) -> Path:

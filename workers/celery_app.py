@@ -24,7 +24,8 @@ configure_tiers(get_settings())  # the tiers this worker runs take their setting
 app = celery_app()
 app.conf.include = ["workers.tasks", "workers.callbacks"]
 
-from workers import presence  # noqa: E402, F401 - connects the worker presence signals
+# Connect their signals: worker presence; task metrics, request ids in logs, traces.
+from workers import observability, presence  # noqa: E402, F401
 
 #: The queues this worker consumes (set in the worker's main process, inherited by its children).
 _consumed: set[str] = set()
@@ -35,7 +36,7 @@ def _plain_logs(**_: Any) -> None:
     # Tracebacks without locals and no passwords in any line, as in the API.
     from verifier_service.core.logging import configure_logging
 
-    configure_logging(get_settings().log_level)
+    configure_logging(get_settings().log_level, json=get_settings().log_json)
 
 
 @celeryd_after_setup.connect

@@ -41,10 +41,17 @@ class MaskingFormatter(logging.Formatter):
         return mask_secrets(self.inner.format(record))
 
 
-def configure_logging(level: str = "INFO") -> None:
+def configure_logging(level: str = "INFO", *, json: bool = False) -> None:
     """Render structlog events through the standard library's traceback (no locals), mask URL
-    passwords in them and in every stdlib handler installed so far (uvicorn's among them).
-    Idempotent."""
+    passwords in them and in every stdlib handler installed so far (uvicorn's among them); with
+    `json`, one JSON object per line. Idempotent."""
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if json
+        else structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback
+        )
+    )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -53,9 +60,7 @@ def configure_logging(level: str = "INFO") -> None:
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,  # traceback.format_exception: no locals
             _mask_event,
-            structlog.dev.ConsoleRenderer(
-                colors=False, exception_formatter=structlog.dev.plain_traceback
-            ),
+            renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping().get(level.upper(), logging.INFO)

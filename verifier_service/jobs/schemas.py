@@ -177,6 +177,11 @@ class JobOut(BaseModel):
     finished_at: datetime | None
     n_items: int
     n_done: int
+    request_id: str | None = Field(
+        default=None,
+        description="X-Request-ID of the request that created the job; the logs of its tasks "
+        "carry it too.",
+    )
     items: list[ItemOut]
     warnings: list[str] = Field(
         default_factory=list,

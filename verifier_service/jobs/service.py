@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import structlog
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
@@ -31,6 +32,7 @@ from verifier_service.jobs.schemas import (
 from verifier_service.ladder.models import Item, Job, VerdictRecord, new_id
 from verifier_service.ladder.repository import verdicts_for
 from verifier_service.ladder.service import LadderPass, LadderResult
+from verifier_service.metrics.propagation import current_request_id
 from verifier_service.policies.schemas import PolicyDocument
 from verifier_service.policies.service import resolve
 from verifier_service.settings import get_settings
@@ -118,8 +120,10 @@ def submit(
         + timedelta(seconds=request.deadline_s or get_settings().api.default_deadline_s),
         n_items=len(request.items),
         n_done=0,
+        request_id=current_request_id(),
     )
     session.add(job)
+    structlog.contextvars.bind_contextvars(job_id=job.id)  # into the logs of the tasks it sends
     if request.callback is not None:
         session.flush()  # the job row first: the callback refers to it
         events.set_callback(session, job.id, str(request.callback.url))
@@ -265,5 +269,6 @@ def job_out_of(
         finished_at=job.finished_at,
         n_items=job.n_items,
         n_done=job.n_done,
+        request_id=job.request_id,
         items=[out(i) for i in top],
     )

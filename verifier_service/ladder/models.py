@@ -38,6 +38,8 @@ class Job(Base):
     deadline_at: Mapped[datetime | None]
     n_items: Mapped[int]
     n_done: Mapped[int] = mapped_column(default=0)
+    #: The X-Request-ID of the request that created the job (also in its tasks' logs).
+    request_id: Mapped[str | None] = mapped_column(String(128))
 
     items: Mapped[list[Item]] = relationship(
         back_populates="job", order_by="Item.index", lazy="raise_on_sql"

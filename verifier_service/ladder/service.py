@@ -34,6 +34,7 @@ from verifier_service.ladder.states import (
     move,
     sent_now,
 )
+from verifier_service.metrics import record as observe
 from verifier_service.policies.gates import (
     GateContext,
     GateEvaluationError,
@@ -201,6 +202,7 @@ class LadderPass:
         """Store a tier's verdict for an item that was running (or answered by the cache)."""
         records = self._records(item)
         records.append(repository.add_verdict(self.session, item.id, step, verdict, key))
+        observe.verdict(self.session, verdict)
         move(item, ItemState.climbing, step=step + 1)
 
     # ------------------------------------------------------------------ one round
@@ -238,6 +240,7 @@ class LadderPass:
         step = ladder[item.step]
         try:
             decision = self._decide(item, item.step, step)
+            observe.gate_decision(self.session, self.job.policy_name, item.step, step, decision)
         except GateEvaluationError as exc:
             self._finish(item, Stop(StopKind.gate_error, f"ladder step {item.step}: {exc}"))
             return None
@@ -278,6 +281,7 @@ class LadderPass:
             sent_now(item, self.now, first=True)
             self._dispatch[(climb.tier, item.kind, item.step)].append(item.id)
         repository.count_cache_hits(self.session, counted)
+        observe.cache_lookups(self.session, ((c.tier, c.key in hits) for c in climbs))
         return answered
 
     # ------------------------------------------------------------------ gates
@@ -389,6 +393,7 @@ class LadderPass:
             reward = reward.model_copy(update={"revision": int(before.get("revision") or 1) + 1})
         else:
             reward = reward.model_copy(update={"revision": 1})
+            observe.reward(self.session, self.job.policy_name, str(reward.status))
             move(item, ItemState.done)
             item.finished_at = self.now
         item.reward = reward.model_dump(mode="json")
