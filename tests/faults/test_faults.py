@@ -1,7 +1,7 @@
 """Faults against real processes: each test ends with every submitted item holding exactly one
 final reward, no duplicate verdict or cost-ledger row, and no job left running.
 
-The short forms run in CI; `bench/bench_faults.py` runs the long forms under sustained load.
+The short forms run in CI; `bench/bench_faults.py` runs long forms under sustained load.
 """
 
 from __future__ import annotations

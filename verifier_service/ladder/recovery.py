@@ -54,10 +54,16 @@ class SweepReport:
 
 
 def broker_reset_at(client: redis.Redis) -> datetime | None:
-    """When the broker is seen to have lost its data (now), or None if it has not."""
-    if client.set(BROKER_MARKER, utcnow().isoformat(), nx=True):
-        return utcnow()
-    return None
+    """When the broker that lost its data started, or None if it has not lost it.
+
+    Work sent before that moment may be gone; work sent since is in this broker. So the first
+    sweep of a new deployment (no marker yet, jobs already sent to this broker) sends nothing
+    again, and after a restart without persistence only what the restart lost is sent again.
+    """
+    if not client.set(BROKER_MARKER, utcnow().isoformat(), nx=True):
+        return None
+    uptime_s = float(client.info("server").get("uptime_in_seconds", 0))
+    return utcnow() - timedelta(seconds=uptime_s)
 
 
 def resend_held(client: redis.Redis, live: set[str]) -> set[str]:
