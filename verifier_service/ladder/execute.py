@@ -26,7 +26,9 @@ def candidate_of(item: Item) -> Candidate:
     return Candidate.model_validate(item.candidate)
 
 
-def keyed_candidate(tier_name: str, config: dict[str, object], item: Item) -> tuple[str, Candidate]:
+def keyed_candidate(
+    tier_name: str, config: dict[str, object], item: Item
+) -> tuple[str, Candidate]:
     """An item's candidate and its cache key for a tier under a config."""
     tier = get_tier(tier_name)
     candidate = candidate_of(item)

@@ -40,11 +40,9 @@ def job_of_items(session: Session, item_ids: Sequence[str]) -> str | None:
 
 def running_claimants(session: Session) -> set[str]:
     """The workers that hold claims on running items."""
-    query = (
-        select(Item.claimed_by)
-        .where(Item.state == "running", Item.claimed_by.is_not(None))
-        .distinct()
-    )
+    query = select(Item.claimed_by).where(
+        Item.state == "running", Item.claimed_by.is_not(None)
+    ).distinct()
     return {name for name in session.scalars(query) if name is not None}
 
 
