@@ -179,3 +179,21 @@ def test_drafts_are_kept_on_the_server(review_db: ReviewDb) -> None:
     assert tx(service.lease, view.lease_id, "fay").draft == {"quality": 2}
     with pytest.raises(ConflictError):
         tx(service.lease, view.lease_id, "someone-else")
+
+
+def test_one_reviewer_in_many_tabs_never_holds_an_item_twice(review_db: ReviewDb) -> None:
+    policy = review_db.policy(overlap=3)
+    review_db.job(policy, 5)
+    start = threading.Barrier(10)
+
+    def tab(_: int) -> list[str]:
+        start.wait()
+        taken = []
+        while (view := tx(service.next_task, "zed", queue_of(policy))) is not None:
+            taken.append(view.task.task_id)
+        return taken
+
+    with ThreadPoolExecutor(10) as pool:
+        tasks = [t for part in pool.map(tab, range(10)) for t in part]
+    assert len(tasks) == 5
+    assert len(set(tasks)) == 5

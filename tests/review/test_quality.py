@@ -93,6 +93,8 @@ def test_disagreement_goes_to_an_operator_whose_decision_completes_the_item(
     (pending,) = tx(service.adjudications, policy)
     assert {a["reviewer"] for a in pending.answers} == {"hal", "ivy"}
     assert pending.agreement["quality"] < 0.667
+    # Over the queue (one item): the chance disagreement is the item's own, so alpha is 0.
+    assert tx(service.queue_agreement, policy)["quality"] == pytest.approx(0.0)
     wrong = AdjudicationIn(values={"quality": 9, "verdict": "good"})
     with pytest.raises(InvalidRequestError, match="quality"):  # out of the rubric: named
         tx(service.adjudicate, pending.task_id, wrong, "op")
@@ -125,6 +127,8 @@ def test_agreeing_answers_complete_the_item_with_their_means_and_agreement(
     assert human.components["quality"] == 4.0
     assert human.components["verdict.good"] == 1.0
     assert human.components["agreement"] == 1.0
+    # Over the queue: one item, no variation at all: alpha is undefined, and said so.
+    assert tx(service.queue_agreement, policy) == {"quality": None, "verdict": None}
 
 
 def test_answers_export_as_jsonl_and_csv_and_every_step_is_audited(review_db: ReviewDb) -> None:

@@ -141,6 +141,15 @@ def set_show_accuracy(queue: QueueName, body: ShowAccuracyIn, principal: Operato
     _write(lambda s: service.show_accuracy(s, queue, body.show_accuracy, principal.name))
 
 
+@router.get("/queues/{queue}/agreement")
+def queue_agreement(
+    queue: QueueName, session: SessionDep, _: OperatorPrincipal
+) -> dict[str, float | None]:
+    """Krippendorff's alpha per rubric dimension over the queue's answered items (None where
+    undefined: too few items with two answers, or no variation)."""
+    return service.queue_agreement(session, queue)
+
+
 @router.get("/adjudications")
 def list_adjudications(
     session: SessionDep,

@@ -121,6 +121,16 @@ def claim(session: Session, queue: str, reviewer: str, *, gold: bool) -> ReviewT
     return claimed
 
 
+def holds(session: Session, task_id: str, reviewer: str) -> bool:
+    """Whether the reviewer holds a live lease on, or answered, the task (as committed now)."""
+    query = select(ReviewLease.id).where(
+        ReviewLease.task_id == task_id,
+        ReviewLease.reviewer == reviewer,
+        ReviewLease.state.in_(("live", "answered")),
+    )
+    return session.scalar(query.limit(1)) is not None
+
+
 def waiting(session: Session, queue: str, reviewer: str) -> int:
     """Tasks of a queue (not gold) this reviewer could take now."""
     query = select(func.count()).select_from(_claimable(queue, reviewer, False).subquery())

@@ -17,6 +17,7 @@ from verifier_service.auth.service import record_event
 from verifier_service.core.db import utcnow
 from verifier_service.core.errors import ConflictError, DomainError, NotFoundError
 from verifier_service.review import outcome, repository
+from verifier_service.review.agreement import Metric, alpha
 from verifier_service.review.models import ReviewAnswer, ReviewLease, ReviewTask, new_id
 from verifier_service.review.schemas import (
     AdjudicationIn,
@@ -109,14 +110,25 @@ def next_task(session: Session, reviewer: str, queue: str) -> LeaseView | None:
     config = ReviewConfig.model_validate(stored.config)
     task = None
     if config.gold_rate > 0 and random.random() < config.gold_rate:
-        task = repository.claim(session, queue, reviewer, gold=True)
+        task = _claim(session, queue, reviewer, gold=True)
     if task is None:
-        task = repository.claim(session, queue, reviewer, gold=False)
+        task = _claim(session, queue, reviewer, gold=False)
     if task is None:
         return None
     lease = repository.add_lease(session, task.id, reviewer, now, config.claim_ttl_s)
     record_event(session, reviewer, "review.lease", task.id, lease=lease.id, queue=queue)
     return _view(session, lease, task)
+
+
+def _claim(session: Session, queue: str, reviewer: str, *, gold: bool) -> ReviewTask | None:
+    """Claim a task; when the same reviewer's other request (a second tab) leased it between
+    this statement's snapshot and its row lock, give the unit back and claim again (this new
+    statement sees that lease)."""
+    task = repository.claim(session, queue, reviewer, gold=gold)
+    if task is not None and repository.holds(session, task.id, reviewer):
+        repository.give_back(session, Counter({task.id: 1}))
+        task = repository.claim(session, queue, reviewer, gold=gold)
+    return task
 
 
 def _own_lease(session: Session, lease_id: str, reviewer: str) -> ReviewLease:
@@ -214,7 +226,7 @@ def submit(
         session.refresh(task)
     if held.state != "live":
         room = task.state == "open" and task.taken < task.overlap
-        if held.state not in ("expired", "released") or not room:
+        if held.state != "expired" or not room:
             raise ConflictError(
                 f"lease {lease_id!r} is {held.state} and the task has no room for the answer",
                 hint="ask for the next task",
@@ -371,6 +383,20 @@ def adjudications(session: Session, queue: str | None, limit: int = 100) -> list
                 agreement=task.agreement or {},
             )
         )
+    return out
+
+
+def queue_agreement(session: Session, queue: str, limit: int = 5000) -> dict[str, float | None]:
+    """Krippendorff's alpha per rubric dimension over a queue's latest answered items."""
+    stored = repository.get_queue(session, queue)
+    if stored is None:
+        raise NotFoundError(f"no review queue named {queue!r}")
+    rubric = ReviewConfig.model_validate(stored.config).rubric
+    units = repository.queue_units(session, queue, limit)
+    out: dict[str, float | None] = {}
+    for dim in rubric.dimensions:
+        metric: Metric = "interval" if dim.type == "score" else "nominal"
+        out[dim.name] = alpha([[a.get(dim.name) for a in unit] for unit in units], metric)
     return out
 
 
