@@ -7,7 +7,9 @@ their next task C times through `review.service.next_task` in its own committed 
 exactly what `POST /v1/review/queues/{queue}/next` runs minus HTTP: expire leases, claim one
 unit with one UPDATE ... (SELECT ... FOR UPDATE SKIP LOCKED) statement, insert the lease, write
 the audit event, commit. Reviewers keep their leases, so later claims skip ever more taken
-tasks and the reviewer's own.
+tasks and the reviewer's own. By default each reviewer asks again at once (a closed loop: the
+worst case, whose latency is mostly queueing for the CPU); `--think-ms` adds a pause between a
+reviewer's claims, as people reading a task do.
 
     .venv/bin/python bench/bench_review_next.py --db postgresql [--tasks 100000] [--reviewers 20]
     .venv/bin/python bench/bench_review_next.py --db sqlite --tasks 20000
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import random
 import statistics
 import tempfile
 import threading
@@ -88,7 +91,7 @@ def seed(n: int, queue: str) -> None:
             conn.commit()
 
 
-def run(reviewers: int, claims: int, queue: str) -> list[float]:
+def run(reviewers: int, claims: int, queue: str, think_s: float = 0.0) -> list[float]:
     latencies: list[float] = []
     lock = threading.Lock()
     start = threading.Barrier(reviewers)
@@ -103,6 +106,8 @@ def run(reviewers: int, claims: int, queue: str) -> list[float]:
                 view = service.next_task(session, name, queue)
             mine.append((time.perf_counter() - t0) * 1000)
             assert view is not None
+            if think_s:  # a person reads the task before asking again (jittered)
+                time.sleep(random.uniform(0.5, 1.5) * think_s)
         with lock:
             latencies.extend(mine)
 
@@ -114,19 +119,21 @@ def run(reviewers: int, claims: int, queue: str) -> list[float]:
     return latencies
 
 
-def _process(args: tuple[str, int, int, str]) -> list[float]:
+def _process(args: tuple[str, int, int, str, float]) -> list[float]:
     """One process of reviewer threads (an API process of its own), on the same database."""
-    url, reviewers, claims, queue = args
+    url, reviewers, claims, queue, think_s = args
     os.environ["VERIFIER_DATABASE__URL"] = url
     get_settings.cache_clear()
     reset_engine_cache()
     run(reviewers, 1, queue)  # warm this process's pool
-    return run(reviewers, claims, queue)
+    return run(reviewers, claims, queue, think_s)
 
 
-def run_processes(url: str, procs: int, reviewers: int, claims: int, queue: str) -> list[float]:
+def run_processes(
+    url: str, procs: int, reviewers: int, claims: int, queue: str, think_s: float
+) -> list[float]:
     with multiprocessing.get_context("spawn").Pool(procs) as pool:
-        parts = pool.map(_process, [(url, reviewers // procs, claims, queue)] * procs)
+        parts = pool.map(_process, [(url, reviewers // procs, claims, queue, think_s)] * procs)
     return [x for part in parts for x in part]
 
 
@@ -136,6 +143,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=100_000)
     parser.add_argument("--reviewers", type=int, default=20)
     parser.add_argument("--claims", type=int, default=50, help="next_task calls per reviewer")
+    parser.add_argument(
+        "--think-ms",
+        type=float,
+        default=0.0,
+        help="pause of each reviewer between claims (0: ask again at once, the worst case)",
+    )
     parser.add_argument(
         "--procs", type=int, default=1, help="spread the reviewer threads over this many processes"
     )
@@ -152,19 +165,21 @@ def main() -> None:
         print(f"seeded {args.tasks} tasks on {args.db} in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
         if args.procs > 1:
-            latencies = run_processes(url, args.procs, args.reviewers, args.claims, "bench")
+            latencies = run_processes(
+                url, args.procs, args.reviewers, args.claims, "bench", args.think_ms / 1000
+            )
         else:
             run(args.reviewers, 2, "bench")  # warm the connection pool and caches
             t0 = time.perf_counter()
-            latencies = run(args.reviewers, args.claims, "bench")
+            latencies = run(args.reviewers, args.claims, "bench", args.think_ms / 1000)
         elapsed = time.perf_counter() - t0
         with transaction() as session:
             leased = Counter(session.scalars(select(ReviewLease.task_id)))
         assert max(leased.values()) <= 2, "a task was leased beyond its overlap"
         q = statistics.quantiles(latencies, n=100)
         print(
-            f"{args.db}: {args.reviewers} reviewers ({args.procs} process(es)) x {args.claims} "
-            f"next_task on "
+            f"{args.db}: {args.reviewers} reviewers ({args.procs} process(es), think "
+            f"{args.think_ms:g} ms) x {args.claims} next_task on "
             f"{args.tasks} pending tasks: p50 {q[49]:.1f} ms, p95 {q[94]:.1f} ms, "
             f"p99 {q[98]:.1f} ms, max {max(latencies):.1f} ms; "
             f"{len(latencies) / elapsed:.0f} claims/s; max leases per task "
