@@ -176,3 +176,6 @@ def test_an_answer_outside_the_rubric_is_refused_naming_the_dimension(
     bad = AnswerIn(values={"quality": 7, "verdict": "good"})
     with pytest.raises(InvalidRequestError, match=r"values\.quality: 7 is not a score from 1 to 5"):
         tx(service.submit, view.lease_id, "max", bad, uuid.uuid4().hex)
+    stepped = AnswerIn(values={"quality": 3, "verdict": "good"}, steps=[{"quality": 3}])
+    with pytest.raises(InvalidRequestError, match="no per-step judgements"):
+        tx(service.submit, view.lease_id, "max", stepped, uuid.uuid4().hex)

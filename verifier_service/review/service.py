@@ -15,7 +15,12 @@ from sqlalchemy.orm import Session
 
 from verifier_service.auth.service import record_event
 from verifier_service.core.db import utcnow
-from verifier_service.core.errors import ConflictError, DomainError, NotFoundError
+from verifier_service.core.errors import (
+    ConflictError,
+    DomainError,
+    InvalidRequestError,
+    NotFoundError,
+)
 from verifier_service.review import outcome, repository
 from verifier_service.review.agreement import Metric, alpha
 from verifier_service.review.models import ReviewAnswer, ReviewLease, ReviewTask, new_id
@@ -217,6 +222,10 @@ def submit(
     task = repository.lock_task(session, held.task_id)
     rubric = Rubric.model_validate(task.rubric)
     values = outcome.check_values(rubric, answer.values)
+    if answer.steps and not rubric.per_step:
+        raise InvalidRequestError(
+            "steps: this task's rubric has no per-step judgements", hint="leave `steps` out"
+        )
     steps = [
         outcome.check_values(rubric, s, f"steps[{i}]") for i, s in enumerate(answer.steps or [])
     ]
