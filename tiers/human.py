@@ -3,7 +3,8 @@
 This module holds what the tier is (its name, queue, cost and the config a policy step gives
 it); the work itself is deferred: the ladder hands items of this tier to the review queue
 instead of a tier task, and the review domain records the verdict when people have answered.
-`verify_batch` is only reached when no review queue is wired into the process, and says so.
+`verify_batch` (reached only by a replay asked to compute missing verdicts, or a process with no
+review queue wired in) says that people's verdicts cannot be computed.
 """
 
 from __future__ import annotations
@@ -126,9 +127,9 @@ class HumanTier:
         return [
             Verdict(
                 status=VerdictStatus.error,
-                reason="no_review_queue",
-                feedback="the human tier runs through the review queue, which this process "
-                "has not wired in",
+                reason="people_only",
+                feedback="the human tier's verdicts come from people through the review queue; "
+                "they cannot be computed here",
                 tier=self.name,
                 tier_version=self.version,
             )

@@ -208,8 +208,11 @@ class LadderPass:
                 self._finish(item, Stop(stop.kind, detail), fallback)
 
     def deliver(self, item: Item, verdict: Verdict) -> LadderResult:
-        """A deferred tier's verdict for an item it held: store it and move the item on."""
-        self.record(item, item.step, verdict, None)
+        """A deferred tier's verdict for an item it held: store it (with its content key, so
+        that a replay finds it) and move the item on."""
+        step = self.doc.ladder_for(item.kind)[item.step]
+        key, _ = keyed_candidate(step.tier, dict(step.config), item)
+        self.record(item, item.step, verdict, key)
         return self.advance([item])
 
     def record(self, item: Item, step: int, verdict: Verdict, key: str | None) -> None:
