@@ -72,6 +72,13 @@ def test_a_pending_job_is_scored_when_a_reviewer_answers_over_the_api(
         draft = reviewer.put(f"/v1/review/leases/{lease_id}/draft", json={"draft": {"helpful": 4}})
         assert draft.status_code == 204
         assert reviewer.get(f"/v1/review/leases/{lease_id}").json()["draft"] == {"helpful": 4}
+        infinite = reviewer.put(
+            f"/v1/review/leases/{lease_id}/draft",
+            content=b'{"draft": {"helpful": 1e400}}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert infinite.status_code == 422  # not a database error
+        assert reviewer.post("/v1/review/queues/no-such-queue/next").status_code == 404
 
         submit = f"/v1/review/leases/{lease_id}/submit"
         key = {"Idempotency-Key": uuid.uuid4().hex}

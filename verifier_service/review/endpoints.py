@@ -19,6 +19,7 @@ from verifier_service.review.schemas import (
     AdjudicationIn,
     AdjudicationView,
     AnswerIn,
+    DraftIn,
     GoldItemIn,
     GoldItemOut,
     LeaseView,
@@ -48,10 +49,6 @@ def _write(work: Callable[[Any], T]) -> T:
 
 class ExpiresOut(BaseModel):
     expires_at: datetime
-
-
-class DraftIn(BaseModel):
-    draft: dict[str, Any]
 
 
 class ShowAccuracyIn(BaseModel):

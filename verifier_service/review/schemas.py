@@ -3,10 +3,11 @@ answers, what a reviewer sees of a task, and what operators see of the queue."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from tiers.human import Dimension, ReviewConfig, Rubric
 
@@ -16,6 +17,7 @@ __all__ = [
     "AnswerIn",
     "AnswerRecordOut",
     "Dimension",
+    "DraftIn",
     "GoldItemIn",
     "GoldItemOut",
     "LeaseView",
@@ -30,10 +32,28 @@ __all__ = [
 Value = float | str
 
 
+def _finite(value: Any) -> Any:
+    """JSON that the databases can store: no Infinity or NaN at any depth (a client that
+    writes 1e400 gets a 422, not a database error)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("numbers must be finite")
+    if isinstance(value, dict):
+        for item in value.values():
+            _finite(item)
+    elif isinstance(value, list):
+        for item in value:
+            _finite(item)
+    return value
+
+
+#: A JSON object as a client sent it, with finite numbers only.
+JsonObject = Annotated[dict[str, Any], AfterValidator(_finite)]
+
+
 class AnswerIn(BaseModel):
     """A reviewer's answer: a value per rubric dimension (labels as strings)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     values: dict[str, Value] = Field(description="Dimension name -> score or label.")
     comment: str | None = Field(default=None, max_length=20000, description="Free text.")
@@ -93,11 +113,11 @@ class ReviewerStats(BaseModel):
 class GoldItemIn(BaseModel):
     """An item with a known answer, mixed into a queue to measure reviewers."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     kind: Literal["molecule", "code", "json", "text"]
-    payload: dict[str, Any]
-    reference: dict[str, Any] | None = None
+    payload: JsonObject
+    reference: JsonObject | None = None
     guidelines: str = Field(default="", description="Markdown shown with the item.")
     rubric: Rubric
     answer: dict[str, Value] = Field(description="The known answer, per dimension.")
@@ -139,10 +159,18 @@ class AdjudicationView(BaseModel):
 class AdjudicationIn(BaseModel):
     """An operator's final answer for a task."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     values: dict[str, Value]
     comment: str | None = Field(default=None, max_length=20000)
+
+
+class DraftIn(BaseModel):
+    """A reviewer's unfinished answer, kept on the server."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    draft: JsonObject
 
 
 class AnswerRecordOut(BaseModel):
