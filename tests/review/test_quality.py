@@ -109,6 +109,17 @@ def test_disagreement_goes_to_an_operator_whose_decision_completes_the_item(
     assert reward.status == "scored"
     assert reward.value == pytest.approx(0.25)  # the operator's 2 on 1..5, final
     assert tx(service.adjudications, policy) == []
+    with transaction() as session:
+        audited = session.execute(
+            select(AuditEvent.actor, AuditEvent.action).where(
+                AuditEvent.target == pending.task_id,
+                AuditEvent.action.in_(["review.adjudication_needed", "review.adjudicate"]),
+            )
+        ).all()
+    assert sorted(audited) == [
+        ("op", "review.adjudicate"),
+        ("system", "review.adjudication_needed"),
+    ]
 
 
 def test_agreeing_answers_complete_the_item_with_their_means_and_agreement(
