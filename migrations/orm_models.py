@@ -13,6 +13,14 @@ from verifier_service.ladder.models import (
     VerdictRecord,
 )
 from verifier_service.policies.models import PolicyRecord, PolicyVersionRecord
+from verifier_service.review.models import (
+    ReviewAdjudication,
+    ReviewAnswer,
+    ReviewerState,
+    ReviewLease,
+    ReviewQueue,
+    ReviewTask,
+)
 
 target_metadata = Base.metadata
 
@@ -26,6 +34,12 @@ __all__ = [
     "PolicyRecord",
     "PolicyVersionRecord",
     "Principal",
+    "ReviewAdjudication",
+    "ReviewAnswer",
+    "ReviewLease",
+    "ReviewQueue",
+    "ReviewTask",
+    "ReviewerState",
     "User",
     "VerdictCacheEntry",
     "VerdictRecord",

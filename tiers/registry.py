@@ -24,6 +24,7 @@ TIER_PATHS: dict[str, str] = {
     "chem.surrogate": "tiers.chem.surrogate:ChemSurrogateTier",
     "chem.dft": "tiers.chem.dft:ChemDftTier",
     "code.sandbox": "tiers.code.sandbox:SandboxTier",
+    "human": "tiers.human:HumanTier",
 }
 
 # tier family (the part of a tier name before the dot) -> "module:Class" of its settings model.

@@ -177,6 +177,28 @@ class AuthSettings(BaseModel):
     )
 
 
+class ReviewSettings(BaseModel):
+    """The review queue (the `human` tier)."""
+
+    min_gold_answers: int = Field(
+        default=3,
+        ge=1,
+        description="Gold answers a reviewer gives before their accuracy can pause them.",
+    )
+    heartbeat_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often an open task page sends a heartbeat (capped at a third of the "
+        "queue's claim_ttl_s).",
+    )
+    agreement_pool: int = Field(
+        default=2000,
+        ge=2,
+        description="Latest answer values of a queue pooled for the chance disagreement that "
+        "an item's agreement is measured against.",
+    )
+
+
 class Settings(BaseSettings):
     """verifier-service settings."""
 
@@ -195,6 +217,7 @@ class Settings(BaseSettings):
     chem: ChemSettings = Field(default_factory=ChemSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
 
     @property
     def database_url(self) -> str:
@@ -225,6 +248,8 @@ def configure_tiers(settings: Settings | None = None) -> None:
     read the service's settings themselves.
     """
     from tiers.registry import configure
+    from verifier_service.review.hooks import install_review_tier
 
     settings = settings or get_settings()
     configure({"code": settings.sandbox, "chem": settings.chem})
+    install_review_tier()  # the `human` tier's work goes to the review queue

@@ -42,8 +42,13 @@ def leaf_reward(
     records: Sequence[VerdictRecord],
     stop: Stop,
     context: GateContext,
+    fallback: str | None = None,
 ) -> Reward:
-    """An item's reward from its verdicts (in ladder order) and why it stopped climbing."""
+    """An item's reward from its verdicts (in ladder order) and why it stopped climbing.
+
+    `fallback` overrides the policy's `deadline_fallback` for this item (a deferred tier's own
+    `on_deadline`): "infra_error", or anything else for the best lower-tier reward.
+    """
     cost = RewardCost(
         cpu_s=sum(r.cpu_s for r in records if not r.cached),
         wall_s=sum(r.wall_s for r in records if not r.cached),
@@ -59,8 +64,10 @@ def leaf_reward(
         return _unscored(RewardStatus.pending, reason, records, cost, last.tier)
     if stop.kind in (StopKind.gate_error, StopKind.lost):
         return _unscored(RewardStatus.infra_error, str(stop), records, cost)
-    if stop.kind == StopKind.deadline and doc.deadline_fallback == "infra_error":
-        reason = "deadline: the job's deadline passed before the ladder finished"
+    deadline_fallback = fallback or doc.deadline_fallback
+    if stop.kind == StopKind.deadline and deadline_fallback == "infra_error":
+        reason = str(stop) if stop.detail else "deadline"
+        reason += ": the job's deadline passed before the ladder finished"
         return _unscored(RewardStatus.infra_error, reason, records, cost)
     ladder = [s.tier for s in doc.ladder_for(item.kind)]
     verdicts = {r.tier: to_verdict(r) for r in records}
@@ -81,7 +88,8 @@ def leaf_reward(
         reasons.append(f"hard gate: {composed.gated_by}")
     reasons.extend(f"penalty: {p}" for p in composed.penalties)
     if stop.kind == StopKind.deadline:
-        reasons.append(f"deadline: best available reward (fidelity {composed.fidelity})")
+        detail = f" ({stop.detail})" if stop.detail else ""
+        reasons.append(f"deadline{detail}: best available reward (fidelity {composed.fidelity})")
     elif stop.kind != StopKind.finished:
         reasons.append(str(stop))
     if composed.missing and not composed.gated_by:
@@ -101,9 +109,7 @@ def trajectory_reward(doc: PolicyDocument, children: Sequence[Item]) -> Reward:
     """A trajectory's reward from its finished steps' and outcome's rewards."""
     rewards = [Reward.model_validate(c.reward) for c in children]
     steps = [r for c, r in zip(children, rewards, strict=True) if c.role == "step"]
-    outcome = next(
-        (r for c, r in zip(children, rewards, strict=True) if c.role == "outcome"), None
-    )
+    outcome = next((r for c, r in zip(children, rewards, strict=True) if c.role == "outcome"), None)
     cost = RewardCost(
         cpu_s=sum(r.cost.cpu_s for r in rewards),
         wall_s=sum(r.cost.wall_s for r in rewards),

@@ -20,10 +20,11 @@ from tiers.registry import get_tier
 from verifier_service.core.db import utcnow
 from verifier_service.ladder import repository
 from verifier_service.ladder.budgets import BudgetBook
+from verifier_service.ladder.deferred import DeferredWork, Fallback, handler_for
 from verifier_service.ladder.execute import TierRun, execute, keyed_candidate
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
 from verifier_service.ladder.rewards import leaf_reward, trajectory_reward
-from verifier_service.ladder.schemas import Reward
+from verifier_service.ladder.schemas import Reward, RewardStatus
 from verifier_service.ladder.states import (
     FINISHED,
     Decision,
@@ -93,6 +94,8 @@ class LadderPass:
         # Cache key and candidate of each item this pass sent to a tier (for run_here).
         self._sent: dict[str, tuple[str, Candidate]] = {}
         self._ledger: dict[tuple[str, int], CostLedgerEntry] = {}
+        # Items this pass handed to a deferred tier (people), by (tier, kind, step).
+        self._deferred: dict[tuple[str, str, int], list[Item]] = defaultdict(list)
 
     # ------------------------------------------------------------------ entry points
 
@@ -109,6 +112,7 @@ class LadderPass:
         for (tier, kind, step), ids in self._dispatch.items():
             self.result.dispatches.append(Dispatch(tier, kind, step, tuple(ids)))
         self._dispatch.clear()
+        self._send_deferred()
         return self.result
 
     def new_items(self, items: Iterable[Item]) -> None:
@@ -188,11 +192,25 @@ class LadderPass:
         return self.result
 
     def end(self, items: Iterable[Item], stop: Stop) -> None:
-        """Finish these items now, whatever their state, for the reason `stop`."""
+        """Finish these items now, whatever their state, for the reason `stop`.
+
+        Items a deferred tier holds have its work closed first; their reward falls back as
+        that tier's config says."""
         pending = [i for i in items if i.state != ItemState.done]
         self._load_verdicts(pending)
+        fallbacks = self._close_deferred([i for i in pending if i.state == ItemState.deferred])
         for item in pending:
-            self._finish(item, stop)
+            fallback = fallbacks.get(item.id)
+            if fallback is None:
+                self._finish(item, stop)
+            else:
+                detail = f"{self._step_tier(item)} had not answered"
+                self._finish(item, Stop(stop.kind, detail), fallback)
+
+    def deliver(self, item: Item, verdict: Verdict) -> LadderResult:
+        """A deferred tier's verdict for an item it held: store it and move the item on."""
+        self.record(item, item.step, verdict, None)
+        return self.advance([item])
 
     def record(self, item: Item, step: int, verdict: Verdict, key: str | None) -> None:
         """Store a tier's verdict for an item that was running (or answered by the cache)."""
@@ -270,12 +288,60 @@ class LadderPass:
                 self._finish(item, over)
                 continue
             self._charge(item, climb.tier, units, cached=False, audit=climb.audit)
+            if handler_for(climb.tier) is not None:
+                move(item, ItemState.deferred)
+                self._deferred[(climb.tier, item.kind, item.step)].append(item)
+                continue
             self._sent[item.id] = (climb.key, climb.candidate)
             move(item, ItemState.running)
             sent_now(item, self.now, first=True)
             self._dispatch[(climb.tier, item.kind, item.step)].append(item.id)
         repository.count_cache_hits(self.session, counted)
         return answered
+
+    # ------------------------------------------------------------------ deferred tiers
+
+    def _step_tier(self, item: Item) -> str:
+        return self.doc.ladder_for(item.kind)[item.step].tier
+
+    def _send_deferred(self) -> None:
+        """Hand the items waiting for deferred tiers over (in this transaction); each gets a
+        pending reward that shows what it waits for."""
+        groups, self._deferred = self._deferred, defaultdict(list)
+        if groups:
+            self.session.flush()  # the handler's rows point at these items
+        for (tier, kind, step), items in groups.items():
+            handler = handler_for(tier)
+            assert handler is not None
+            config = dict(self.doc.ladder_for(kind)[step].config)
+            verdicts = {i.id: list(self._records(i)) for i in items}
+            reason = handler.send(
+                self.session, DeferredWork(self.job, tier, step, config, items, verdicts)
+            )
+            for item in items:
+                records = self._records(item)
+                item.reward = Reward(
+                    value=None,
+                    status=RewardStatus.pending,
+                    reason=reason,
+                    fidelity=records[-1].tier if records else None,
+                    provenance=[r.id for r in records],
+                ).model_dump(mode="json")
+
+    def _close_deferred(self, items: Sequence[Item]) -> dict[str, Fallback]:
+        """Close the deferred work of items that stop waiting; each one's reward fallback."""
+        by_step: dict[tuple[str, int], list[Item]] = defaultdict(list)
+        for item in items:
+            by_step[(item.kind, item.step)].append(item)
+        fallbacks: dict[str, Fallback] = {}
+        for (kind, step), group in by_step.items():
+            ladder_step = self.doc.ladder_for(kind)[step]
+            handler = handler_for(ladder_step.tier)
+            if handler is None:  # a process without the handler: the policy's fallback
+                continue
+            fallback = handler.close(self.session, group, dict(ladder_step.config))
+            fallbacks.update((i.id, fallback) for i in group)
+        return fallbacks
 
     # ------------------------------------------------------------------ gates
 
@@ -366,9 +432,10 @@ class LadderPass:
 
     # ------------------------------------------------------------------ rewards
 
-    def _finish(self, item: Item, stop: Stop = FINISHED) -> None:
+    def _finish(self, item: Item, stop: Stop = FINISHED, fallback: str | None = None) -> None:
         context = self._context(item, item.step)
-        self._complete(item, leaf_reward(self.doc, item, self._records(item), stop, context))
+        reward = leaf_reward(self.doc, item, self._records(item), stop, context, fallback)
+        self._complete(item, reward)
 
     def _complete(self, item: Item, reward: Reward) -> None:
         item.reward = reward.model_dump(mode="json")
@@ -397,6 +464,21 @@ def advance_job(session: Session, job_id: str) -> LadderResult:
     policy = resolve(session, job.policy_name, job.policy_version)
     items = [i for i in repository.open_leaf_items(session, job_id) if i.state in OPEN]
     return LadderPass(session, job, policy).advance(items)
+
+
+def record_deferred(session: Session, item_id: str, verdict: Verdict) -> LadderResult:
+    """A deferred tier's verdict on an item it held: stored, and the item moves on (its reward
+    and its job finish in this transaction when that was the last step). Nothing happens when
+    the item no longer waits (its job's deadline passed first)."""
+    item = session.get(Item, item_id)
+    if item is None:
+        return LadderResult()
+    job = repository.lock_job(session, item.job_id)
+    session.refresh(item)
+    if job is None or item.state != ItemState.deferred:
+        return LadderResult()
+    policy = resolve(session, job.policy_name, job.policy_version)
+    return LadderPass(session, job, policy).deliver(item, verdict)
 
 
 def expire_job(session: Session, job_id: str) -> LadderResult:

@@ -16,6 +16,7 @@ class ItemState(StrEnum):
     climbing = "climbing"  # being decided by a ladder pass
     waiting = "waiting"  # at a group step until every member of its GRPO group has reached it
     running = "running"  # a tier task has it
+    deferred = "deferred"  # a deferred tier (people) has it: no task, no broker message
     done = "done"  # it has its reward
 
 
@@ -55,15 +56,29 @@ FINISHED = Stop()
 TRANSITIONS: dict[ItemState, frozenset[ItemState]] = {
     # decided: climbs on (a cache hit), waits for its group, goes to a tier, or is finished
     ItemState.climbing: frozenset(
-        {ItemState.climbing, ItemState.waiting, ItemState.running, ItemState.done}
+        {
+            ItemState.climbing,
+            ItemState.waiting,
+            ItemState.running,
+            ItemState.deferred,
+            ItemState.done,
+        }
     ),
     # its group caught up: decided like a climbing item
     ItemState.waiting: frozenset(
-        {ItemState.climbing, ItemState.waiting, ItemState.running, ItemState.done}
+        {
+            ItemState.climbing,
+            ItemState.waiting,
+            ItemState.running,
+            ItemState.deferred,
+            ItemState.done,
+        }
     ),
     # the tier's verdict is stored: the item climbs on; or the job ends under it (deadline,
     # lost work)
     ItemState.running: frozenset({ItemState.climbing, ItemState.done}),
+    # people answered (the verdict is stored): the item climbs on; or the job's deadline passed
+    ItemState.deferred: frozenset({ItemState.climbing, ItemState.done}),
     ItemState.done: frozenset(),
 }
 

@@ -1,0 +1,1 @@
+"""The review queue: items people judge (the `human` tier), leases, answers and quality."""

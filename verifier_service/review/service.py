@@ -1,0 +1,402 @@
+"""The review queue's logic: leases that never starve and never collide, answers, gold, and
+what operators do (gold items, adjudication, pausing reviewers). Functions take the caller's
+session and never commit; `reviewer` is the principal's name."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from verifier_service.auth.service import record_event
+from verifier_service.core.db import utcnow
+from verifier_service.core.errors import ConflictError, DomainError, NotFoundError
+from verifier_service.review import outcome, repository
+from verifier_service.review.models import ReviewAnswer, ReviewLease, ReviewTask, new_id
+from verifier_service.review.schemas import (
+    AdjudicationIn,
+    AdjudicationView,
+    AnswerIn,
+    GoldItemIn,
+    GoldItemOut,
+    LeaseView,
+    QueueSummary,
+    ReviewConfig,
+    ReviewerOut,
+    ReviewerStats,
+    Rubric,
+    TaskView,
+)
+from verifier_service.settings import get_settings
+
+#: Gold tasks take any number of answers: each reviewer answers each one once.
+GOLD_OVERLAP = 1_000_000
+
+
+class ReviewerPausedError(DomainError):
+    """The reviewer is paused (gold accuracy, or an operator): 403."""
+
+    status_code = 403
+    code = "reviewer_paused"
+
+
+# ------------------------------------------------------------------------------ reviewers
+
+
+def queues(session: Session, reviewer: str) -> list[QueueSummary]:
+    """Every queue with how many tasks this reviewer could take now."""
+    repository.expire_leases(session, utcnow())
+    out = []
+    for queue in repository.list_queues(session):
+        guidelines = ReviewConfig.model_validate(queue.config).guidelines
+        excerpt = guidelines.strip().split("\n\n", 1)[0][:280]
+        waiting = repository.waiting(session, queue.name, reviewer)
+        out.append(QueueSummary(name=queue.name, waiting=waiting, guidelines_excerpt=excerpt))
+    return out
+
+
+def _check_not_paused(session: Session, reviewer: str) -> None:
+    state = repository.reviewer_state(session, reviewer)
+    if state is not None and state.paused:
+        raise ReviewerPausedError(
+            f"reviewer {reviewer!r} is paused: {state.paused_reason or 'by an operator'}",
+            hint="ask an operator to look at your gold answers and unpause you",
+        )
+
+
+def _heartbeat_s(ttl_s: float) -> float:
+    return min(get_settings().review.heartbeat_s, ttl_s / 3)
+
+
+def _ttl(task: ReviewTask, session: Session) -> float:
+    queue = repository.get_queue(session, task.queue)
+    config = ReviewConfig.model_validate(queue.config) if queue is not None else None
+    return config.claim_ttl_s if config is not None else 600.0
+
+
+def _view(session: Session, lease: ReviewLease, task: ReviewTask) -> LeaseView:
+    return LeaseView(
+        lease_id=lease.id,
+        expires_at=lease.expires_at,
+        heartbeat_s=_heartbeat_s(_ttl(task, session)),
+        draft=lease.draft,
+        task=TaskView(
+            task_id=task.id,
+            queue=task.queue,
+            kind=task.kind,
+            payload=task.payload,
+            reference=task.reference,
+            verdicts=task.verdicts,
+            guidelines=task.guidelines,
+            rubric=Rubric.model_validate(task.rubric),
+        ),
+    )
+
+
+def next_task(session: Session, reviewer: str, queue: str) -> LeaseView | None:
+    """Lease the next task of a queue for this reviewer (None: nothing left for them)."""
+    _check_not_paused(session, reviewer)
+    now = utcnow()
+    repository.expire_leases(session, now)
+    stored = repository.get_queue(session, queue)
+    if stored is None:
+        raise NotFoundError(f"no review queue named {queue!r}", hint="GET /v1/review/queues")
+    config = ReviewConfig.model_validate(stored.config)
+    task = None
+    if config.gold_rate > 0 and random.random() < config.gold_rate:
+        task = repository.claim(session, queue, reviewer, gold=True)
+    if task is None:
+        task = repository.claim(session, queue, reviewer, gold=False)
+    if task is None:
+        return None
+    lease = repository.add_lease(session, task.id, reviewer, now, config.claim_ttl_s)
+    record_event(session, reviewer, "review.lease", task.id, lease=lease.id, queue=queue)
+    return _view(session, lease, task)
+
+
+def _own_lease(session: Session, lease_id: str, reviewer: str) -> ReviewLease:
+    lease = repository.lock_lease(session, lease_id)
+    if lease is None:
+        raise NotFoundError(f"no lease {lease_id!r}")
+    if lease.reviewer != reviewer:
+        raise ConflictError(f"lease {lease_id!r} is not yours")
+    return lease
+
+
+def _live_lease(session: Session, lease_id: str, reviewer: str) -> ReviewLease:
+    """The reviewer's live lease; 409 when it has ended or expired (expiring it now)."""
+    lease = _own_lease(session, lease_id, reviewer)
+    now = utcnow()
+    if lease.state == "live" and lease.expires_at <= now:
+        _end(session, lease, "expired", now)
+    if lease.state != "live":
+        raise ConflictError(
+            f"lease {lease_id!r} is {lease.state}",
+            hint="ask for the next task: POST /v1/review/queues/{queue}/next",
+        )
+    return lease
+
+
+def _end(session: Session, lease: ReviewLease, state: str, now: datetime) -> None:
+    """End a live lease and give its unit of `overlap` back."""
+    lease.state, lease.ended_at = state, now
+    repository.lock_task(session, lease.task_id)
+    repository.give_back(session, Counter({lease.task_id: 1}))
+
+
+def lease(session: Session, lease_id: str, reviewer: str) -> LeaseView:
+    """A reviewer's live lease with its task (404 unknown, 409 ended or not theirs)."""
+    held = _live_lease(session, lease_id, reviewer)
+    task = session.get(ReviewTask, held.task_id)
+    assert task is not None
+    return _view(session, held, task)
+
+
+def heartbeat(session: Session, lease_id: str, reviewer: str) -> datetime:
+    """Keep a lease alive for another claim_ttl_s; its new expiry."""
+    held = _live_lease(session, lease_id, reviewer)
+    task = session.get(ReviewTask, held.task_id)
+    assert task is not None
+    held.expires_at = utcnow() + timedelta(seconds=_ttl(task, session))
+    return held.expires_at
+
+
+def save_draft(session: Session, lease_id: str, reviewer: str, draft: dict[str, Any]) -> None:
+    """Keep the reviewer's unfinished answer on the server (it also counts as a heartbeat)."""
+    held = _live_lease(session, lease_id, reviewer)
+    held.draft = draft
+    task = session.get(ReviewTask, held.task_id)
+    assert task is not None
+    held.expires_at = utcnow() + timedelta(seconds=_ttl(task, session))
+
+
+def release(session: Session, lease_id: str, reviewer: str) -> None:
+    """Give the task back to the queue (it may come to this reviewer again)."""
+    held = _live_lease(session, lease_id, reviewer)
+    _end(session, held, "released", utcnow())
+    record_event(session, reviewer, "review.release", held.task_id, lease=held.id)
+
+
+def skip(session: Session, lease_id: str, reviewer: str) -> None:
+    """Give the task back; it is not offered to this reviewer again."""
+    held = _live_lease(session, lease_id, reviewer)
+    _end(session, held, "skipped", utcnow())
+    record_event(session, reviewer, "review.skip", held.task_id, lease=held.id)
+
+
+def submit(
+    session: Session, lease_id: str, reviewer: str, answer: AnswerIn, submit_key: str
+) -> None:
+    """Record the reviewer's answer once (a retry with the same submit_key changes nothing).
+
+    An answer on a lease that expired meanwhile still counts when the task has room for it.
+    """
+    held = _own_lease(session, lease_id, reviewer)
+    previous = repository.answer_by_key(session, submit_key)
+    if previous is not None:
+        if previous.reviewer != reviewer or previous.lease_id != lease_id:
+            raise ConflictError("this Idempotency-Key was used for another answer")
+        return
+    task = repository.lock_task(session, held.task_id)
+    rubric = Rubric.model_validate(task.rubric)
+    values = outcome.check_values(rubric, answer.values)
+    steps = [
+        outcome.check_values(rubric, s, f"steps[{i}]") for i, s in enumerate(answer.steps or [])
+    ]
+    now = utcnow()
+    if held.state == "live" and held.expires_at <= now:
+        _end(session, held, "expired", now)
+        session.refresh(task)
+    if held.state != "live":
+        room = task.state == "open" and task.taken < task.overlap
+        if held.state not in ("expired", "released") or not room:
+            raise ConflictError(
+                f"lease {lease_id!r} is {held.state} and the task has no room for the answer",
+                hint="ask for the next task",
+            )
+        task.taken += 1  # the answer takes the unit its lease gave back
+    if repository.answer_of(session, task.id, reviewer) is not None:
+        raise ConflictError("you have already answered this task")
+    record = ReviewAnswer(
+        id=new_id(),
+        task_id=task.id,
+        lease_id=held.id,
+        reviewer=reviewer,
+        submit_key=submit_key[:200],
+        values=values,
+        comment=answer.comment,
+        steps=steps or None,
+        gold=task.gold,
+        correct=outcome.gold_correct(task, values) if task.gold else None,
+        created_at=now,
+    )
+    try:
+        with session.begin_nested():
+            session.add(record)
+    except IntegrityError:
+        raise ConflictError("this answer was recorded already") from None
+    held.state, held.ended_at, held.draft = "answered", now, None
+    task.answered += 1
+    record_event(session, reviewer, "review.answer", task.id, lease=held.id, answer=record.id)
+    if task.gold:
+        _after_gold(session, task, reviewer)
+    elif task.answered >= task.overlap and task.state == "open":
+        outcome.answers_complete(session, task)
+
+
+def _after_gold(session: Session, task: ReviewTask, reviewer: str) -> None:
+    """Pause a reviewer whose gold accuracy fell below the queue's bar (after a few answers)."""
+    queue = repository.get_queue(session, task.queue)
+    if queue is None:
+        return
+    bar = ReviewConfig.model_validate(queue.config).min_gold_accuracy
+    total, correct = repository.gold_record(session, reviewer)
+    if total < get_settings().review.min_gold_answers or correct / total >= bar:
+        return
+    state = repository.reviewer_state(session, reviewer)
+    if state is not None and state.paused:
+        return
+    reason = f"gold accuracy {correct}/{total} is below {bar:.0%} (queue {task.queue})"
+    repository.put_reviewer_state(session, reviewer, True, reason, utcnow())
+    record_event(
+        session, "system", "review.reviewer_paused", reviewer,
+        queue=task.queue, gold_answered=total, gold_correct=correct, min_gold_accuracy=bar,
+    )  # fmt: skip
+
+
+def stats(session: Session, reviewer: str) -> ReviewerStats:
+    """The reviewer's own numbers (gold accuracy only where an operator shows it)."""
+    midnight = utcnow().replace(hour=0, minute=0, second=0, microsecond=0)
+    state = repository.reviewer_state(session, reviewer)
+    shown = any(q.show_accuracy for q in repository.list_queues(session))
+    total, correct = repository.gold_record(session, reviewer)
+    return ReviewerStats(
+        done_today=repository.answered_count(session, reviewer, midnight),
+        answered=repository.answered_count(session, reviewer),
+        gold_accuracy=correct / total if shown and total else None,
+        paused=state is not None and state.paused,
+    )
+
+
+# ------------------------------------------------------------------------------ operators
+
+
+def add_gold(session: Session, queue: str, gold: GoldItemIn, operator: str) -> GoldItemOut:
+    """Add an item with a known answer to a queue."""
+    answer = outcome.check_values(gold.rubric, gold.answer, "answer")
+    now = utcnow()
+    if repository.get_queue(session, queue) is None:
+        config = ReviewConfig(queue=queue, guidelines=gold.guidelines, rubric=gold.rubric)
+        repository.put_queue(session, queue, config.model_dump(mode="json"), now)
+    task = ReviewTask(
+        id=new_id(),
+        queue=queue,
+        kind=gold.kind,
+        payload=gold.payload,
+        reference=gold.reference,
+        verdicts=[],
+        guidelines=gold.guidelines,
+        rubric=gold.rubric.model_dump(mode="json"),
+        overlap=GOLD_OVERLAP,
+        gold=True,
+        gold_answer=answer,
+        gold_tolerance=gold.tolerance,
+        created_at=now,
+    )
+    session.add(task)
+    record_event(session, operator, "review.gold_add", task.id, queue=queue)
+    return GoldItemOut(task_id=task.id, queue=queue)
+
+
+def reviewers(session: Session) -> list[ReviewerOut]:
+    """Every reviewer with their gold accuracy and whether they are paused."""
+    out = []
+    for name in repository.reviewers(session):
+        total, correct = repository.gold_record(session, name)
+        state = repository.reviewer_state(session, name)
+        out.append(
+            ReviewerOut(
+                reviewer=name,
+                answered=repository.answered_count(session, name),
+                gold_answered=total,
+                gold_correct=correct,
+                gold_accuracy=correct / total if total else None,
+                paused=state is not None and state.paused,
+                paused_reason=state.paused_reason if state is not None else None,
+            )
+        )
+    return out
+
+
+def set_paused(session: Session, reviewer: str, paused: bool, operator: str) -> None:
+    """Pause or unpause a reviewer."""
+    reason = f"paused by {operator}" if paused else None
+    repository.put_reviewer_state(session, reviewer, paused, reason, utcnow())
+    action = "review.reviewer_paused" if paused else "review.reviewer_unpaused"
+    record_event(session, operator, action, reviewer)
+
+
+def show_accuracy(session: Session, queue: str, show: bool, operator: str) -> None:
+    """Let the queue's reviewers see their gold accuracy (or not)."""
+    stored = repository.get_queue(session, queue)
+    if stored is None:
+        raise NotFoundError(f"no review queue named {queue!r}")
+    stored.show_accuracy = show
+    record_event(session, operator, "review.queue_settings", queue, show_accuracy=show)
+
+
+def adjudications(session: Session, queue: str | None, limit: int = 100) -> list[AdjudicationView]:
+    """Tasks whose reviewers disagreed, with every answer, for an operator to decide."""
+    out = []
+    for task in repository.adjudication_tasks(session, queue, limit):
+        answers = repository.answers_of(session, task.id)
+        out.append(
+            AdjudicationView(
+                task_id=task.id,
+                queue=task.queue,
+                kind=task.kind,
+                payload=task.payload,
+                reference=task.reference,
+                rubric=Rubric.model_validate(task.rubric),
+                answers=[
+                    {"reviewer": a.reviewer, "values": a.values, "comment": a.comment}
+                    for a in answers
+                ],
+                agreement=task.agreement or {},
+            )
+        )
+    return out
+
+
+def adjudicate(session: Session, task_id: str, decision: AdjudicationIn, operator: str) -> None:
+    """An operator's final answer: it completes the item."""
+    task = session.get(ReviewTask, task_id)
+    if task is None:
+        raise NotFoundError(f"no review task {task_id!r}")
+    task = repository.lock_task(session, task_id)
+    if task.state != "adjudication":
+        raise ConflictError(f"task {task_id!r} is {task.state}, not waiting for adjudication")
+    rubric = Rubric.model_validate(task.rubric)
+    values = outcome.check_values(rubric, decision.values)
+    repository.add_adjudication(session, task.id, operator, values, decision.comment)
+    record_event(session, operator, "review.adjudicate", task.id, values=values)
+    alpha = task.agreement or {}
+    verdict = outcome.human_verdict(rubric, [values], [decision.comment or ""], alpha)
+    outcome.complete(session, task, verdict, operator)
+
+
+def close_items(session: Session, item_ids: Sequence[str]) -> None:
+    """The items stopped waiting (their job's deadline): close their tasks and leases."""
+    tasks = repository.open_tasks_of_items(session, item_ids)
+    now = utcnow()
+    for task in tasks:
+        task.state, task.closed_at = "closed", now
+    if tasks:
+        repository.close_leases(session, [t.id for t in tasks], now)
+        for task in tasks:
+            record_event(session, "system", "review.closed", task.id, reason="deadline")
