@@ -16,7 +16,6 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
-from verifier_service.review.schemas import AnswerIn, Dimension, LeaseView, Rubric
 
 from verifier_service.auth import csrf
 from verifier_service.auth.deps import CSRF_COOKIE, PUBLIC, ReviewerPrincipal
@@ -26,6 +25,7 @@ from verifier_service.core.deps import SettingsDep
 from verifier_service.core.errors import DomainError, InvalidRequestError
 from verifier_service.review import render, service
 from verifier_service.review.formauth import ReviewerForm
+from verifier_service.review.schemas import AnswerIn, Dimension, LeaseView, Rubric
 from verifier_service.settings import Settings
 
 HERE = FilePath(__file__).parent
@@ -102,8 +102,9 @@ def _chosen(rubric: Rubric, draft: dict[str, Any] | None) -> dict[str, str]:
     if not isinstance(draft, dict):
         return {}
     out: dict[str, str] = {}
-    values = draft.get("values") if isinstance(draft.get("values"), dict) else {}
-    steps = draft.get("steps") if isinstance(draft.get("steps"), list) else []
+    found_values, found_steps = draft.get("values"), draft.get("steps")
+    values: dict[str, Any] = found_values if isinstance(found_values, dict) else {}
+    steps: list[Any] = found_steps if isinstance(found_steps, list) else []
     for j, dim in enumerate(rubric.dimensions):
         if dim.name in values:
             out[f"v{j}"] = render.number(values[dim.name])

@@ -70,20 +70,20 @@ def number(value: object) -> str:
 
 def molecule_svg(smiles: str) -> str | None:
     """The molecule drawn by RDKit as SVG text, or None when it cannot be parsed or is too big."""
-    from rdkit import Chem, RDLogger
+    from rdkit import Chem, rdBase
     from rdkit.Chem.Draw import rdMolDraw2D
 
-    RDLogger.DisableLog("rdApp.*")  # an unparsable SMILES is shown as such, not logged
-    mol = Chem.MolFromSmiles(smiles, sanitize=True)
-    if mol is None:
-        mol = Chem.MolFromSmiles(smiles, sanitize=False)
+    with rdBase.BlockLogs():  # an unparsable SMILES is shown as such, not logged
+        mol = Chem.MolFromSmiles(smiles, sanitize=True)
         if mol is None:
-            return None
-        mol.UpdatePropertyCache(strict=False)
+            mol = Chem.MolFromSmiles(smiles, sanitize=False)
+            if mol is None:
+                return None
+            mol.UpdatePropertyCache(strict=False)
     if mol.GetNumAtoms() == 0 or mol.GetNumAtoms() > MAX_DRAWN_ATOMS:
         return None
     drawer = rdMolDraw2D.MolDraw2DSVG(*MOLECULE_PX)
-    options = drawer.drawOptions()
+    options: Any = drawer.drawOptions()  # the stubs type its attributes wrongly
     options.clearBackground = False
     options.addStereoAnnotation = True
     rdMolDraw2D.PrepareAndDrawMolecule(drawer, mol)
@@ -181,7 +181,7 @@ def reference(value: Mapping[str, Any] | None) -> Markup:
 # --- trajectories --------------------------------------------------------------------------------
 
 
-def trajectory_steps(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+def trajectory_steps(payload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The steps of a trajectory payload: each {action: candidate, observation?}."""
     steps = payload.get("steps")
     return [s for s in steps if isinstance(s, Mapping)] if isinstance(steps, list) else []

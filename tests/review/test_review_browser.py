@@ -1,0 +1,220 @@
+"""Reviewers judge items in the web app with the keyboard alone (Playwright + Debian Chromium),
+against a live service: the trainer's pending rewards become scored."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from support import Service, poll_job
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+PASSWORD = "correct horse battery staple"
+HOSTILE = "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'>"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which(CHROMIUM) is None, reason="needs Debian's chromium (.ci/test installs it)"
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def reviewer(live_service: Service) -> str:
+    name = f"rev-{uuid.uuid4().hex[:6]}"
+    made = live_service.cli("users", "create", "--role", "reviewer", name, stdin=PASSWORD + "\n")
+    assert made.returncode == 0, made.stderr
+    return name
+
+
+@pytest.fixture
+def page(live_service: Service, browser: Any, reviewer: str) -> Iterator[Any]:
+    """A 1280x800 browser tab signed in as a new reviewer; it must fetch nothing off-site."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    tab = context.new_page()
+    offsite: list[str] = []
+    tab.on("request", lambda r: offsite.append(r.url) if "127.0.0.1" not in r.url else None)
+    errors: list[str] = []
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    tab.goto(f"{live_service.base_url}/review")
+    tab.wait_for_url("**/signin?next=/review")  # not signed in: sent to sign in first
+    tab.get_by_label("Username").fill(reviewer)
+    tab.get_by_label("Password").fill(PASSWORD)
+    tab.get_by_role("button", name="Sign in").click()
+    tab.wait_for_url("**/review")
+    yield tab
+    context.close()
+    assert offsite == []
+    assert errors == []
+
+
+def _policy(kind: str, queue: str, rubric: dict[str, Any], first: str | None) -> dict[str, Any]:
+    human = {
+        "tier": "human",
+        "config": {
+            "queue": queue,
+            "guidelines": f"Judge **carefully**. {HOSTILE}",
+            "rubric": rubric,
+            "claim_ttl_s": 120,
+        },
+    }
+    ladder = ([{"tier": first}] if first else []) + [human]
+    component = {"name": "people", "tier": "human", "component": "score"}
+    return {
+        "name": f"review-{queue}",
+        "ladders": {kind: ladder},
+        "reward": {kind: {"components": [component]}},
+    }
+
+
+def _submit_job(service: Service, policy: dict[str, Any], items: list[dict[str, Any]]) -> str:
+    with service.client() as client:
+        made = client.post("/v1/policies", json={"document": policy})
+        assert made.status_code == 201, made.text
+        posted = client.post("/v1/rewards", json={"policy": policy["name"], "items": items})
+        assert posted.status_code == 202, posted.text
+        return str(posted.headers["location"])
+
+
+def _wait_for_task(page: Any, base_url: str, queue: str) -> None:
+    """Open the queue's next task (the ladder hands items to people within a moment)."""
+    for _ in range(100):
+        page.goto(f"{base_url}/review/{queue}")
+        if page.locator("#answer").count():
+            return
+        page.wait_for_timeout(200)
+    raise AssertionError(f"no task reached queue {queue}: {page.content()[:500]}")
+
+
+def _job(service: Service, location: str) -> dict[str, Any]:
+    with service.client() as client:
+        return poll_job(client, location, timeout=30)
+
+
+MOLECULE_RUBRIC = {
+    "dimensions": [
+        {"name": "makeable", "type": "score", "min": 1, "max": 5},
+        {"name": "decision", "type": "label", "labels": ["make", "maybe", "drop"]},
+    ]
+}
+
+
+def test_judge_molecules_with_hotkeys_only(live_service: Service, page: Any) -> None:
+    queue = f"mol-{uuid.uuid4().hex[:8]}"
+    # Molecules of this test alone: no cached reward can answer for people.
+    chain = "C" * (5 + uuid.uuid4().int % 20)
+    items = [
+        {"kind": "molecule", "payload": {"smiles": f"{chain}C(=O)O"}},
+        {"kind": "molecule", "payload": {"smiles": f"{chain}N"}},
+    ]
+    location = _submit_job(
+        live_service, _policy("molecule", queue, MOLECULE_RUBRIC, "chem.fast"), items
+    )
+    pending = _job(live_service, location)  # waits at most 30 s; people are slower
+    assert {i["reward"]["status"] for i in pending["items"]} == {"pending"}
+
+    _wait_for_task(page, live_service.base_url, queue)
+    # The molecule is drawn, with the cheaper tier's verdict and its components beside it.
+    assert page.locator("img.mol").count() == 1
+    assert page.locator(".verdict .tier").first.inner_text() == "chem.fast"
+    assert page.locator(".components th", has_text="qed").count() == 1
+    first_smiles = page.locator("code.smiles").inner_text()
+    page.keyboard.press("4")  # makeable: 4; then the next dimension is current
+    page.keyboard.press("1")  # decision: make
+    assert page.get_by_label("4").first.is_checked()
+    page.keyboard.press("Control+Enter")
+    # The next task comes up (preloaded while the first was judged): the other molecule.
+    page.wait_for_function(
+        "s => document.querySelector('code.smiles')?.textContent !== s", arg=first_smiles
+    )
+    second = page.locator("code.smiles").inner_text()
+    assert {first_smiles, second} == {i["payload"]["smiles"] for i in items}
+    page.keyboard.press("2")
+    page.keyboard.press("3")  # decision: drop
+    page.keyboard.press("Control+Enter")
+    page.wait_for_selector("text=No more tasks")
+
+    job = _job(live_service, location)
+    assert job["status"] == "completed"
+    by_smiles = {i["verdicts"][0]["feedback"].split()[2]: i for i in job["items"]}
+    assert all(i["reward"]["status"] == "scored" for i in job["items"])
+    assert all(i["reward"]["fidelity"] == "human" for i in job["items"])
+    values = sorted(i["reward"]["value"] for i in by_smiles.values())
+    assert values == pytest.approx([0.25, 0.75])  # scores 2 and 4 on 1..5, as 0..1
+
+    page.goto(f"{live_service.base_url}/review")
+    assert page.locator("#done-today").inner_text() == "2"
+
+
+def test_shortcuts_are_off_while_typing_and_hostile_text_stays_text(
+    live_service: Service, page: Any
+) -> None:
+    queue = f"txt-{uuid.uuid4().hex[:8]}"
+    rubric = {"dimensions": [{"name": "helpful", "type": "score", "min": 1, "max": 3}]}
+    text = f"Answer {uuid.uuid4().hex}: {HOSTILE}"
+    item = {"kind": "text", "payload": {"text": text}}
+    location = _submit_job(live_service, _policy("text", queue, rubric, None), [item])
+    _wait_for_task(page, live_service.base_url, queue)
+    # Payload and guidelines are shown as the text they are; none of it ran.
+    assert page.locator(".item .text").inner_text() == text
+    assert HOSTILE in page.locator(".guidelines").inner_text()
+    assert page.evaluate("window.pwned") is None
+    assert page.locator("script").count() == 1  # the page's own script only
+    url = page.url
+
+    page.get_by_label("Comment").focus()
+    page.keyboard.type("1 s ? 2")  # hotkeys, but typed into the comment
+    assert page.get_by_label("Comment").input_value() == "1 s ? 2"
+    assert page.locator("input[type=radio]:checked").count() == 0
+    assert not page.locator("#shortcuts").is_visible()
+    assert page.url == url  # not skipped
+
+    page.keyboard.press("Shift+Tab")  # out of the comment, back to the rubric
+    page.keyboard.press("?")
+    assert page.locator("#shortcuts").is_visible()
+    page.keyboard.press("Escape")
+    page.keyboard.press("3")
+    # A network blip: the first submit reaches the server but its answer is lost on the way
+    # back. The page sends it again with the same Idempotency-Key: one answer is recorded.
+    blips: list[str] = []
+
+    def drop_answer(route: Any) -> None:
+        if blips:
+            route.continue_()
+            return
+        blips.append(route.request.headers["idempotency-key"])
+        route.fetch()
+        route.abort("connectionreset")
+
+    page.route("**/v1/review/leases/*/submit", drop_answer)
+    with page.expect_request(
+        lambda r: r.url.endswith("/submit") and r.headers.get("idempotency-key") in blips
+    ):
+        page.keyboard.press("Control+Enter")
+    page.wait_for_selector("text=No more tasks")
+    job = _job(live_service, location)
+    (item,) = job["items"]
+    assert item["reward"]["status"] == "scored"
+    assert item["reward"]["value"] == pytest.approx(1.0)
+    with httpx.Client(base_url=live_service.base_url, headers=live_service.auth_headers) as api:
+        exported = api.get("/v1/review/export", params={"queue": queue, "format": "jsonl"})
+    assert exported.status_code == 200, exported.text
+    answers = [line for line in exported.text.splitlines() if line.strip()]
+    assert len(answers) == 1
+    assert '"1 s ? 2"' in answers[0]
