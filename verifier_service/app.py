@@ -89,6 +89,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     from verifier_service.jobs.endpoints import router as jobs_router
     from verifier_service.ladder.endpoints import router as ladder_router
     from verifier_service.policies.endpoints import router as policies_router
+    from verifier_service.review.endpoints import router as review_router
     from verifier_service.review.pages import pages as review_pages
     from verifier_service.sandbox.endpoints import router as sandbox_router
     from verifier_service.tiers_api.endpoints import router as tiers_router
@@ -100,6 +101,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     app.include_router(tiers_router)
     app.include_router(sandbox_router)
     app.include_router(openrlhf_router)
+    app.include_router(review_router)
     app.include_router(auth_endpoints.router)
     app.include_router(auth_endpoints.pages)
     app.include_router(review_pages)
