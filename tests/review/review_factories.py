@@ -19,6 +19,10 @@ RUBRIC: dict[str, Any] = {
 }
 
 
+def _everywhere(_tier: str) -> bool:
+    return True  # lower tiers' work runs in this process (the inline lane): no worker needed
+
+
 @dataclass
 class ReviewDb:
     """A migrated database this process uses, and factories of jobs that go to people."""
@@ -46,5 +50,7 @@ class ReviewDb:
             items = [{"kind": "text", "payload": {"text": uuid.uuid4().hex}} for _ in range(n)]
         body = RewardRequest.model_validate({"policy": policy, "items": items, **request})
         with transaction() as session:
-            submission = jobs.submit(session, body, principal="trainer", idempotency_key=None)
+            submission = jobs.submit(
+                session, body, principal="trainer", idempotency_key=None, runs_here=_everywhere
+            )
             return submission.job.id

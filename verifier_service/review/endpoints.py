@@ -69,6 +69,7 @@ def list_queues(session: SessionDep, principal: ReviewerPrincipal) -> list[Queue
 
 @router.post(
     "/queues/{queue}/next",
+    response_model=LeaseView,
     responses={204: {"description": "Nothing left for you in this queue."}},
 )
 def next_task(queue: QueueName, principal: ReviewerPrincipal) -> LeaseView | Response:

@@ -43,8 +43,9 @@ def check_values(rubric: Rubric, values: Values, where: str = "values") -> Value
         value = values[dim.name]
         if dim.type == "score":
             if isinstance(value, str) or not dim.min <= value <= dim.max:
+                shown = f"{value:g}" if isinstance(value, float) else repr(value)
                 raise InvalidRequestError(
-                    f"{where}.{dim.name}: {value!r} is not a score from {dim.min} to {dim.max}"
+                    f"{where}.{dim.name}: {shown} is not a score from {dim.min} to {dim.max}"
                 )
             out[dim.name] = float(value)
         else:

@@ -1,0 +1,61 @@
+"""At a job's deadline, items still waiting for people take their step's `on_deadline`."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+from review_factories import ReviewDb
+from test_leases import GOOD, tx
+
+from verifier_service.core.db import transaction
+from verifier_service.core.errors import ConflictError
+from verifier_service.jobs.service import job_out
+from verifier_service.ladder.dispatch import expire_overdue
+from verifier_service.review import service
+
+SCHEMA = {"type": "object", "required": ["tool"], "properties": {"tool": {"type": "string"}}}
+LOWER = [{"tier": "schema", "config": {"schema": SCHEMA}}]
+
+
+def _calls() -> list[dict[str, Any]]:
+    return [{"kind": "json", "payload": {"tool": uuid.uuid4().hex}}]
+
+
+@pytest.mark.parametrize(
+    ("on_deadline", "status", "value"),
+    [("best_lower_tier", "scored", 1.0), ("infra_error", "infra_error", None)],
+)
+def test_an_item_still_waiting_at_the_deadline_takes_on_deadline_and_its_task_closes(
+    review_db: ReviewDb, on_deadline: str, status: str, value: float | None
+) -> None:
+    policy = review_db.policy("json", LOWER, on_deadline=on_deadline)
+    job_id = review_db.job(policy, 1, items=_calls(), deadline_s=1.5)
+    with transaction() as session:
+        waiting = job_out(session, job_id)
+    assert waiting.status == "running"
+    item = waiting.items[0]
+    assert item.reward is not None
+    assert item.reward.status == "pending"
+    assert "waiting for people" in (item.reward.reason or "")
+    assert [v.tier for v in item.verdicts] == ["schema"]  # the lower tier's verdict shows
+    view = tx(service.next_task, "nia", policy)
+    assert view is not None
+    assert [v["tier"] for v in view.task.verdicts] == ["schema"]
+
+    time.sleep(1.7)
+    assert expire_overdue() == 1  # what the recovery sweep runs
+
+    with transaction() as session:
+        job = job_out(session, job_id)
+    assert job.status == "completed"
+    reward = job.items[0].reward
+    assert reward is not None
+    assert reward.status == status
+    assert reward.value == value
+    assert "human had not answered" in (reward.reason or "")
+    with pytest.raises(ConflictError):  # the task closed with its lease
+        tx(service.submit, view.lease_id, "nia", GOOD, uuid.uuid4().hex)
+    assert tx(service.next_task, "omar", policy) is None
