@@ -91,7 +91,7 @@
 
   function saveDraft() {
     if (submitting) { return Promise.resolve(); }
-    return api("PUT", "/v1/review/leases/" + lease + "/draft", answer()).then(function (r) {
+    return api("PUT", "/v1/review/leases/" + lease + "/draft", { draft: answer() }).then(function (r) {
       if (r.ok) { status("Draft saved"); return; }
       if (r.status === 409 || r.status === 404) { expired(); return; }
       status("Draft not saved (" + r.status + "); kept in this browser");
