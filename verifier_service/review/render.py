@@ -22,7 +22,7 @@ MAX_TEXT_CHARS = 200_000
 #: Largest molecule drawn (heavy atoms); bigger ones are shown as SMILES only.
 MAX_DRAWN_ATOMS = 250
 #: Molecule drawing size in CSS pixels.
-MOLECULE_PX = (420, 300)
+MOLECULE_PX = (380, 280)
 
 
 @lru_cache(maxsize=1)
@@ -35,6 +35,11 @@ def _markdown() -> MarkdownIt:
 def markdown(text: str) -> Markup:
     """Guidelines (markdown) as safe HTML: no raw HTML passes through."""
     return Markup(_markdown().render(text[:MAX_TEXT_CHARS]))
+
+
+def markdown_inline(text: str) -> Markup:
+    """One line of markdown (a queue's guidelines excerpt) as safe inline HTML."""
+    return Markup(_markdown().renderInline(text[:2000]))  # html is off: safe
 
 
 def _clip(text: str) -> str:
@@ -219,7 +224,7 @@ def verdict(v: Mapping[str, Any]) -> Markup:
     score = v.get("score")
     components = v.get("components") or {}
     rows = Markup("").join(
-        Markup("<tr><th scope=row>{}</th><td>{}</td></tr>").format(k, number(val))
+        Markup('<tr><th scope=row title="{}">{}</th><td>{}</td></tr>').format(k, k, number(val))
         for k, val in (components.items() if isinstance(components, Mapping) else [])
     )
     table = (
@@ -235,14 +240,14 @@ def verdict(v: Mapping[str, Any]) -> Markup:
         '<article class="verdict"><header><span class="tier">{}</span>'
         '<span class="status status-{}">{}</span>{}<span class="score">{}</span></header>'
         "{}{}</article>"
-    ).format(
+    ).format(  # feedback (what a model learns from) before the numbers
         v.get("tier", "?"),
         status if status.isalpha() else "unknown",
         status,
         why,
         "" if score is None else f"score {number(score)}",
-        table,
         fb,
+        table,
     )
 
 

@@ -7,7 +7,7 @@
   var main, form, banner, saveState, dims, steps, current, step, lease, queue, csrf;
   var heartbeatTimer = null, saveTimer = null, submitting = false, leaving = false;
   var next = null; // {lease_id, html} of the preloaded next task, or {none: true}
-  var preloadStarted = false;
+  var preloading = null; // the promise of the preload under way
   var DRAFT_DEBOUNCE_MS = 700;
 
   function $(sel, root) { return (root || document).querySelector(sel); }
@@ -144,16 +144,20 @@
   // --- the next task, preloaded ----------------------------------------------------------------
 
   function preload() {
-    if (preloadStarted) { return; }
-    preloadStarted = true;
-    api("POST", "/v1/review/queues/" + encodeURIComponent(queue) + "/next").then(function (r) {
+    if (preloading) { return; }
+    preloading = api("POST", "/v1/review/queues/" + encodeURIComponent(queue) + "/next").then(function (r) {
       if (r.status === 204) { next = { none: true }; return null; }
       if (!r.ok) { return null; }
       return r.json().then(function (view) {
         next = { lease_id: view.lease_id };
         return fetch("/review/leases/" + view.lease_id, { credentials: "same-origin" })
           .then(function (page) { return page.ok ? page.text() : null; })
-          .then(function (html) { if (html && next && next.lease_id === view.lease_id) { next.html = html; } });
+          .then(function (html) {
+            if (html && next && next.lease_id === view.lease_id) {
+              next.html = html;
+              main.dataset.next = "ready";
+            }
+          });
       });
     }).catch(function () { next = null; });
   }
@@ -170,6 +174,13 @@
 
   function advance() {
     leaving = true;
+    if (preloading && !(next && (next.html || next.none))) {
+      // Submitted before the next task finished loading: wait for it a moment.
+      var pending = preloading;
+      preloading = null;
+      Promise.race([pending, sleep(3000)]).then(advance, advance);
+      return;
+    }
     clearInterval(heartbeatTimer);
     try { localStorage.removeItem(backupKey()); } catch (e) { /* private mode */ }
     if (next && next.html) {
@@ -328,7 +339,7 @@
     csrf = $("meta[name=csrf-token]").content;
     lease = main.dataset.lease;
     queue = main.dataset.queue;
-    submitting = false; leaving = false; next = null; preloadStarted = false;
+    submitting = false; leaving = false; next = null; preloading = null;
     step = 0; current = 0;
     restoreBackup();
     $$("fieldset.dim", form).forEach(function (fs) {
@@ -365,7 +376,7 @@
     heartbeatTimer = setInterval(heartbeat, period);
     focusDim(0);
     // Preload once the page is idle: the reviewer's first keystrokes come first.
-    setTimeout(preload, 300);
+    setTimeout(preload, 100);
   }
 
   document.addEventListener("keydown", onKey, true);
