@@ -54,7 +54,8 @@ class ReviewTask(Base):
     gold: Mapped[bool] = mapped_column(default=False)
     gold_answer: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     gold_tolerance: Mapped[float] = mapped_column(Float, default=0.0)
-    # open | adjudication | done | closed (the job ended before people answered)
+    # open | full (answers plus live leases reach overlap) | adjudication | done | closed (the
+    # job ended before people answered)
     state: Mapped[str] = mapped_column(String(16), default="open")
     # answers plus live leases: what `overlap` bounds (kept on the row so that a claim is one
     # conditional update of it, rechecked by PostgreSQL under the row lock)

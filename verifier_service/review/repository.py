@@ -6,7 +6,9 @@ other's locked rows, and a row changed by a claim that committed meanwhile is re
 (`taken < overlap`) on its newest version. On SQLite every transaction begins IMMEDIATE
 (core/db.py), so claims run one at a time. `taken` counts answers plus live leases; a lease that
 expires, is released or skipped gives its unit back. Row locks are always taken lease first,
-then task, so lease-ending paths never deadlock with each other.
+then task, so lease-ending paths never deadlock with each other. A task whose units are all
+taken is `full` (not `open`), so that the claim's index holds only tasks that can be claimed:
+a queue of 100,000 tasks is not scanned past the ones already taken.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, Table, and_, bindparam, exists, func, select, update
+from sqlalchemy import Select, Table, and_, bindparam, case, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from verifier_service.review.models import (
@@ -67,7 +69,8 @@ def expire_leases(session: Session, now: datetime) -> int:
 
 
 def give_back(session: Session, units: Counter[str]) -> None:
-    """Take `units[task]` off each task's `taken` (in id order: no deadlocks)."""
+    """Take `units[task]` off each task's `taken` (in id order: no deadlocks); a full task is
+    open again."""
     if not units:
         return
     table = ReviewTask.__table__
@@ -75,7 +78,10 @@ def give_back(session: Session, units: Counter[str]) -> None:
     session.execute(
         update(table)
         .where(table.c.id == bindparam("tid"))
-        .values(taken=table.c.taken - bindparam("n")),
+        .values(
+            taken=table.c.taken - bindparam("n"),
+            state=case((table.c.state == "full", "open"), else_=table.c.state),
+        ),
         [{"tid": tid, "n": n} for tid, n in sorted(units.items())],
     )
 
@@ -109,7 +115,10 @@ def claim(session: Session, queue: str, reviewer: str, *, gold: bool) -> ReviewT
     task_id = session.execute(
         update(table)
         .where(table.c.id == chosen, table.c.taken < table.c.overlap)
-        .values(taken=table.c.taken + 1)
+        .values(
+            taken=table.c.taken + 1,
+            state=case((table.c.taken + 1 >= table.c.overlap, "full"), else_="open"),
+        )
         .returning(table.c.id)
     ).scalar()
     if task_id is None:
@@ -225,7 +234,8 @@ def reviewers(session: Session) -> list[str]:
 
 def open_tasks_of_items(session: Session, item_ids: Sequence[str]) -> list[ReviewTask]:
     query = select(ReviewTask).where(
-        ReviewTask.item_id.in_(list(item_ids)), ReviewTask.state.in_(("open", "adjudication"))
+        ReviewTask.item_id.in_(list(item_ids)),
+        ReviewTask.state.in_(("open", "full", "adjudication")),
     )
     return list(session.scalars(query.with_for_update()))
 

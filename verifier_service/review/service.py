@@ -220,6 +220,7 @@ def submit(
                 hint="ask for the next task",
             )
         task.taken += 1  # the answer takes the unit its lease gave back
+        task.state = "full" if task.taken >= task.overlap else "open"
     if repository.answer_of(session, task.id, reviewer) is not None:
         raise ConflictError("you have already answered this task")
     record = ReviewAnswer(
@@ -245,7 +246,7 @@ def submit(
     record_event(session, reviewer, "review.answer", task.id, lease=held.id, answer=record.id)
     if task.gold:
         _after_gold(session, task, reviewer)
-    elif task.answered >= task.overlap and task.state == "open":
+    elif task.answered >= task.overlap and task.state in ("open", "full"):
         outcome.answers_complete(session, task)
 
 
