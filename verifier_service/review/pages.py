@@ -204,6 +204,9 @@ def next_task_page(
         with transaction() as session:
             view = service.next_task(session, principal.name, queue)
     except DomainError as exc:
+        if exc.status_code == 404:
+            return _message(request, settings, principal, "No such queue", exc.message,
+                            status=404, alert=True)  # fmt: skip
         return _lease_problem(request, settings, principal, exc)
     if view is None:
         return _message(request, settings, principal, "No more tasks",

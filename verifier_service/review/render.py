@@ -133,7 +133,8 @@ def code(payload: Mapping[str, Any]) -> Markup:
     extra = {k: v for k, v in payload.items() if k not in ("language", "code", "tests")}
     if extra:
         parts.append(json_block(extra, "Other fields"))
-    return Markup("").join(parts)
+    # Code and tests side by side: the sandbox's results below stay in view.
+    return Markup('<div class="code-grid">{}</div>').format(Markup("").join(parts))
 
 
 def json_block(value: object, title: str = "") -> Markup:
