@@ -338,3 +338,30 @@ def test_an_expired_lease_says_so(live_service: Service, page: Any) -> None:
     page.get_by_role("link", name="Take the next task").click()
     page.wait_for_selector("#answer")  # the same task, back in the queue and leased again
     assert "Short-lived" in page.locator(".item .text").inner_text()
+
+
+def test_drafts_survive_a_reload_online_and_offline(live_service: Service, page: Any) -> None:
+    queue = f"draft-{uuid.uuid4().hex[:8]}"
+    rubric = {
+        "dimensions": [
+            {"name": "clear", "type": "score", "min": 1, "max": 4},
+            {"name": "tone", "type": "label", "labels": ["kind", "neutral", "rude"]},
+        ]
+    }
+    item = {"kind": "text", "payload": {"text": f"Draft me {uuid.uuid4().hex}"}}
+    _submit_job(live_service, _policy("text", queue, rubric, None), [item])
+    _wait_for_task(page, live_service.base_url, queue)
+    page.keyboard.press("3")
+    page.get_by_label("Comment").fill("half done")
+    page.wait_for_selector("#save-state:has-text('Draft saved')")
+    page.reload()  # the server kept the draft
+    assert page.locator("fieldset[data-dim=clear] input:checked").input_value() == "3"
+    assert page.get_by_label("Comment").input_value() == "half done"
+
+    page.route("**/draft", lambda route: route.abort())  # offline for drafts from now on
+    page.locator("fieldset[data-dim=tone]").get_by_role("radio", name="rude").focus()
+    page.keyboard.press("3")
+    page.wait_for_selector("#save-state:has-text('kept in this browser')")
+    page.reload()  # the browser kept what the server could not get
+    assert page.locator("fieldset[data-dim=tone] input:checked").input_value() == "rude"
+    assert page.locator("fieldset[data-dim=clear] input:checked").input_value() == "3"
