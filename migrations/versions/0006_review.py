@@ -63,7 +63,7 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("review_tasks", schema=None) as batch_op:
         batch_op.create_index(
-            "ix_review_tasks_claim", ["queue", "gold", "state", "created_at"], unique=False
+            "ix_review_tasks_claim", ["queue", "gold", "state", "created_at", "id"], unique=False
         )
         batch_op.create_index("ix_review_tasks_item", ["item_id"], unique=False)
 

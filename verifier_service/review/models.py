@@ -34,7 +34,7 @@ class ReviewTask(Base):
 
     __tablename__ = "review_tasks"
     __table_args__ = (
-        Index("ix_review_tasks_claim", "queue", "gold", "state", "created_at"),
+        Index("ix_review_tasks_claim", "queue", "gold", "state", "created_at", "id"),
         Index("ix_review_tasks_item", "item_id"),
     )
 

@@ -110,21 +110,15 @@ def claim(session: Session, queue: str, reviewer: str, *, gold: bool) -> ReviewT
         .with_for_update(skip_locked=True)
         .scalar_subquery()
     )
-    table = ReviewTask.__table__
-    assert isinstance(table, Table)
-    task_id = session.execute(
-        update(table)
-        .where(table.c.id == chosen, table.c.taken < table.c.overlap)
-        .values(
-            taken=table.c.taken + 1,
-            state=case((table.c.taken + 1 >= table.c.overlap, "full"), else_="open"),
-        )
-        .returning(table.c.id)
+    taken, overlap = ReviewTask.taken, ReviewTask.overlap
+    claimed = session.execute(
+        update(ReviewTask)
+        .where(ReviewTask.id == chosen, taken < overlap)
+        .values(taken=taken + 1, state=case((taken + 1 >= overlap, "full"), else_="open"))
+        .returning(ReviewTask)
+        .execution_options(synchronize_session=False, populate_existing=True)
     ).scalar()
-    if task_id is None:
-        return None
-    task = session.get(ReviewTask, task_id, populate_existing=True)
-    return task
+    return claimed
 
 
 def waiting(session: Session, queue: str, reviewer: str) -> int:
