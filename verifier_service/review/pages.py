@@ -14,7 +14,6 @@ from fastapi import APIRouter, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
 from verifier_service.auth import csrf
@@ -230,10 +229,6 @@ def task_page(
     return _page(request, settings, "task.html", principal=principal, **_task_context(view))
 
 
-def _after(session: Session, lease_id: str, principal: AuthenticatedPrincipal) -> LeaseView:
-    return service.lease(session, lease_id, principal.name)
-
-
 @pages.post("/review/leases/{lease_id}/submit")
 async def submit_form(
     request: Request, lease_id: LeaseId, settings: SettingsDep, principal: ReviewerForm
@@ -246,7 +241,7 @@ async def submit_form(
     def record() -> Response:
         try:
             with transaction() as session:
-                view = _after(session, lease_id, principal)
+                view = service.lease(session, lease_id, principal.name)
                 n_steps = len(render.trajectory_steps(view.task.payload))
                 answer = answer_from_form(view.task.rubric, form, n_steps)
                 service.submit(session, lease_id, principal.name, answer, submit_key)
@@ -255,7 +250,7 @@ async def submit_form(
                 return _lease_problem(request, settings, principal, exc)
             # An answer outside the rubric: the page again, saying what was wrong.
             with transaction() as session:
-                view = _after(session, lease_id, principal)
+                view = service.lease(session, lease_id, principal.name)
             context = _task_context(view)
             context["error"] = exc.message
             return _page(request, settings, "task.html", 422, principal=principal, **context)
@@ -271,7 +266,7 @@ def skip_form(
     """Skip a task (the form without JavaScript), then the next task."""
     try:
         with transaction() as session:
-            view = _after(session, lease_id, principal)
+            view = service.lease(session, lease_id, principal.name)
             service.skip(session, lease_id, principal.name)
     except DomainError as exc:
         return _lease_problem(request, settings, principal, exc)
