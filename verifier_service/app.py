@@ -99,6 +99,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     from verifier_service.metrics.endpoints import router as metrics_router
     from verifier_service.policies.endpoints import router as policies_router
     from verifier_service.review.endpoints import router as review_router
+    from verifier_service.review.pages import pages as review_pages
     from verifier_service.sandbox.endpoints import router as sandbox_router
     from verifier_service.tiers_api.endpoints import router as tiers_router
 
@@ -113,6 +114,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     app.include_router(review_router)
     app.include_router(auth_endpoints.router)
     app.include_router(auth_endpoints.pages)
+    app.include_router(review_pages)
     app.include_router(metrics_router)
     tracing.instrument_app(app, settings)
     auth_endpoints.redact_keys_in_access_log()

@@ -284,6 +284,8 @@ class MetricsSettings(BaseModel):
     )
     service_name: str = Field(
         default="verifier-service", description="service.name of the traces this process sends."
+    )
+
 
 class ReviewSettings(BaseModel):
     """The review queue (the `human` tier)."""
