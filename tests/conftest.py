@@ -2,49 +2,31 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 
-import psycopg
 import pytest
 import redis
-from support import PG_ADMIN_URL, REDIS_HOST, REDIS_PORT, PostgresCluster, Service, start_service
-
-
-def _pg_admin() -> psycopg.Connection:
-    try:
-        return psycopg.connect(PG_ADMIN_URL, autocommit=True)
-    except psycopg.OperationalError:
-        # The local cluster trusts the socket; fall back to it as the postgres user.
-        return psycopg.connect(
-            "dbname=postgres user=postgres host=/var/run/postgresql", autocommit=True
-        )
-
-
-@contextmanager
-def _fresh_database() -> Iterator[str]:
-    name = f"verifier_test_{uuid.uuid4().hex[:10]}"
-    with _pg_admin() as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with _pg_admin() as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+from support import (
+    REDIS_HOST,
+    REDIS_PORT,
+    PostgresCluster,
+    Service,
+    fresh_database,
+    start_service,
+)
 
 
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """A fresh PostgreSQL database for this test session, dropped at the end."""
-    with _fresh_database() as url:
+    with fresh_database() as url:
         yield url
 
 
 @pytest.fixture
 def own_pg_url() -> Iterator[str]:
     """A fresh PostgreSQL database for one test: no rewards cached by other tests."""
-    with _fresh_database() as url:
+    with fresh_database() as url:
         yield url
 
 
@@ -95,4 +77,3 @@ def live_service(
     )
     yield service
     service.stop_all()
-

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,56 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _pg_admin() -> psycopg.Connection:
+    try:
+        return psycopg.connect(PG_ADMIN_URL, autocommit=True)
+    except psycopg.OperationalError:
+        # The local cluster trusts the socket; fall back to it as the postgres user.
+        return psycopg.connect(
+            "dbname=postgres user=postgres host=/var/run/postgresql", autocommit=True
+        )
+
+
+@contextmanager
+def fresh_database() -> Iterator[str]:
+    """A new PostgreSQL database, dropped afterwards. A service with a Redis of its own needs a
+    database of its own too: a deployment is one database and one broker, and a recovery sweep
+    that sees another broker's workers as dead would take over their work."""
+    name = f"verifier_test_{uuid.uuid4().hex[:10]}"
+    with _pg_admin() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with _pg_admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def private_redis_db(owner: str = "test") -> Iterator[str]:
+    """A Redis database index of the local server for one service alone, flushed before and
+    after: no worker of another test's service takes its tasks (e.g. its webhook deliveries)."""
+    for db in range(1, 16):
+        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=db)
+        if client.set("verifier-test-claim", owner, nx=True, ex=3600):
+            break
+    else:
+        raise RuntimeError("no free Redis database index for tests")
+    client.flushdb()
+    client.set("verifier-test-claim", owner, ex=3600)
+    try:
+        yield f"redis://{REDIS_HOST}:{REDIS_PORT}/{db}"
+    finally:
+        client.flushdb()  # the claim with it
+
+
+@contextmanager
+def private_backends(owner: str = "test") -> Iterator[tuple[str, str]]:
+    """A deployment's own PostgreSQL database and Redis database: (database URL, broker URL)."""
+    with fresh_database() as pg_url, private_redis_db(owner) as redis_url:
+        yield pg_url, redis_url
 
 
 class RedisServer:

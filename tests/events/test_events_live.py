@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support import Service, free_port, poll_job, start_service
+from support import Service, free_port, poll_job, private_backends, start_service
 
 from verifier_service.client import VerifierClient, verify_webhook
 
@@ -36,22 +36,25 @@ def unique_mol() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def service(
-    tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str
-) -> Iterator[Service]:
-    service = start_service(
-        tmp_path_factory.mktemp("events"),
-        "ladder,tier.fast,callbacks",
-        VERIFIER_DATABASE__URL=pg_url,
-        VERIFIER_BROKER__URL=redis_url,
-        VERIFIER_WEBHOOKS__SECRET=SECRET,
-        VERIFIER_WEBHOOKS__ALLOWED_HOSTS='["127.0.0.1"]',
-        VERIFIER_WEBHOOKS__RETRY_FIRST_S="0.5",
-        VERIFIER_WEBHOOKS__RETRY_FOR_S="3",
-        VERIFIER_WEBHOOKS__STREAM_KEEPALIVE_S=str(KEEPALIVE_S),
-    )
-    yield service
-    service.stop_all()
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    # A database and a Redis database of its own: the callbacks of this service's jobs are
+    # delivered by its own worker (which has the webhook secret), never by another test's.
+    with private_backends("events") as (pg_url, broker_url):
+        service = start_service(
+            tmp_path_factory.mktemp("events"),
+            "ladder,tier.fast,callbacks",
+            VERIFIER_DATABASE__URL=pg_url,
+            VERIFIER_BROKER__URL=broker_url,
+            VERIFIER_WEBHOOKS__SECRET=SECRET,
+            VERIFIER_WEBHOOKS__ALLOWED_HOSTS='["127.0.0.1"]',
+            VERIFIER_WEBHOOKS__RETRY_FIRST_S="0.5",
+            VERIFIER_WEBHOOKS__RETRY_FOR_S="3",
+            VERIFIER_WEBHOOKS__STREAM_KEEPALIVE_S=str(KEEPALIVE_S),
+        )
+        try:
+            yield service
+        finally:
+            service.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -3,53 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
-from datetime import UTC, datetime
+from contextlib import AbstractContextManager
 
 import pytest
-import redis
-from support import REDIS_HOST, REDIS_PORT, Service, start_service
+from support import Service, private_backends, start_service
 
-from verifier_service.ladder.recovery import BROKER_MARKER
-
-PrivateRedis = Callable[[], AbstractContextManager[str]]
+PrivateRedis = Callable[[], AbstractContextManager[tuple[str, str]]]
 
 
 @pytest.fixture(scope="package")
 def private_redis() -> PrivateRedis:
-    """Makes private Redis databases (see `_private_redis`)."""
-    return _private_redis
-
-
-@contextmanager
-def _private_redis() -> Iterator[str]:
-    """A Redis database index of the local server for one service of these tests alone: no
-    worker of another test takes its tasks (the counts and traces are exact)."""
-    for db in range(1, 16):
-        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=db)
-        if client.set("verifier-test-claim", "metrics", nx=True, ex=3600):
-            break
-    else:
-        raise RuntimeError("no free Redis database index for tests")
-    client.flushdb()
-    client.set("verifier-test-claim", "metrics", ex=3600)
-    # The PostgreSQL database is the session's, older than this Redis database: to the recovery
-    # sweep a broker without its marker is one that lost its data, and the first sweep would
-    # send every job in flight again (doubling the counts). Mark it as a broker that has held
-    # our data all along, which is what it is.
-    client.set(BROKER_MARKER, datetime.now(UTC).isoformat())
-    try:
-        yield f"redis://{REDIS_HOST}:{REDIS_PORT}/{db}"
-    finally:
-        client.flushdb()  # the claim with it
+    """Makes a database and a Redis database for one service alone (`support.private_backends`):
+    no worker or recovery sweep of another service touches its work, so counts are exact."""
+    return private_backends
 
 
 @pytest.fixture(scope="package")
 def two_workers(
-    tmp_path_factory: pytest.TempPathFactory, pg_url: str, private_redis: PrivateRedis
+    tmp_path_factory: pytest.TempPathFactory, private_redis: PrivateRedis
 ) -> Iterator[Service]:
     """The API and two Celery workers (two pool processes each) on one host's metrics dir."""
-    with private_redis() as redis_url:
+    with private_redis() as (pg_url, redis_url):
         service = start_service(
             tmp_path_factory.mktemp("metrics"),
             "ladder,tier.fast",

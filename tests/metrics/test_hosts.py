@@ -30,11 +30,10 @@ def _succeeded(text: str) -> float:
 @pytest.fixture(scope="module")
 def two_hosts(
     tmp_path_factory: pytest.TempPathFactory,
-    pg_url: str,
-    private_redis: Callable[[], AbstractContextManager[str]],
+    private_redis: Callable[[], AbstractContextManager[tuple[str, str]]],
 ) -> Iterator[tuple[Service, Service, int]]:
     """Host A: the API and a worker; host B: a worker alone, serving its metrics on a port."""
-    with private_redis() as redis_url:
+    with private_redis() as (pg_url, redis_url):
         yield from _hosts(tmp_path_factory, pg_url, redis_url)
 
 

@@ -87,11 +87,10 @@ def receiver() -> Iterator[Receiver]:
 @pytest.fixture(scope="module")
 def traced(
     tmp_path_factory: pytest.TempPathFactory,
-    pg_url: str,
     receiver: Receiver,
-    private_redis: Callable[[], AbstractContextManager[str]],
+    private_redis: Callable[[], AbstractContextManager[tuple[str, str]]],
 ) -> Iterator[Service]:
-    with private_redis() as redis_url:
+    with private_redis() as (pg_url, redis_url):
         service = start_service(
             Path(tmp_path_factory.mktemp("traced")),
             "ladder,tier.fast",

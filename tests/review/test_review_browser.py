@@ -4,7 +4,6 @@ against a live service: the trainer's pending rewards become scored."""
 from __future__ import annotations
 
 import shutil
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -98,13 +97,6 @@ def _submit_job(service: Service, policy: dict[str, Any], items: list[dict[str, 
         assert made.status_code == 201, made.text
         body = {"policy": policy["name"], "items": items}
         posted = client.post("/v1/rewards", json=body)
-        for _ in range(20):
-            # POST /v1/policies can answer 201 a moment before its transaction commits (it
-            # commits in the session dependency's teardown): ask again until it is visible.
-            if posted.status_code != 404:
-                break
-            time.sleep(0.1)
-            posted = client.post("/v1/rewards", json=body)
         assert posted.status_code == 202, posted.text
         return str(posted.headers["location"])
 

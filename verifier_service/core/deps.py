@@ -23,7 +23,10 @@ def _session() -> Iterator[Session]:
         session.close()
 
 
-SessionDep = Annotated[Session, Depends(_session)]
+#: scope="function": the transaction commits when the endpoint returns, before the response is
+#: sent, so a client that got 201 finds what it created (and a failed commit is an error
+#: response, not a 201 for nothing).
+SessionDep = Annotated[Session, Depends(_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 #: Header values we store: no control characters.
