@@ -31,9 +31,9 @@ from typing import Any
 
 from tiers.code.attach import RunOutcome, SandboxInfraError, infra_error, run_attached
 from tiers.code.engine import (
+    JUDGE_USER,
     LABEL,
     OWNER_LABEL,
-    JUDGE_USER,
     check_engine,
     isolation_options,
     owner_tag,

@@ -68,9 +68,11 @@ def encode(value: Any, depth: int = 0) -> Any:
     if value is None or kind in (bool, int, str):
         return value
     if kind is float:
-        return value if value == value and value not in (float("inf"), -float("inf")) else {
-            "$f": repr(value)
-        }
+        return (
+            value
+            if value == value and value not in (float("inf"), -float("inf"))
+            else {"$f": repr(value)}
+        )
     if kind is list:
         return [encode(v, depth + 1) for v in value]
     if kind is tuple:
@@ -92,11 +94,14 @@ def encode(value: Any, depth: int = 0) -> Any:
     if isinstance(value, enum.Enum):
         return {"$e": [kind.__qualname__, value.name]}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = [[f.name, encode(getattr(value, f.name), depth + 1)] for f in dataclasses.fields(value)]
+        fields = [
+            [f.name, encode(getattr(value, f.name), depth + 1)] for f in dataclasses.fields(value)
+        ]
         return {"$dc": kind.__qualname__, "f": fields}
     if type(value).__module__ in ("decimal", "fractions"):
         return {"$num": [type(value).__name__, str(value)]}
     # A subclass of a builtin counts as its builtin value: its own methods decide nothing.
+    base: Any
     for base in (bool, int, float, str, bytes, tuple, list, dict, frozenset, set):
         if isinstance(value, base):
             if base in (tuple, list, set, frozenset):
@@ -105,6 +110,16 @@ def encode(value: Any, depth: int = 0) -> Any:
                 return encode(dict(dict.items(value)), depth)
             return encode(base(value), depth)
     return _handle(value)
+
+
+def _encode_global(value: Any) -> Any:
+    """A global of the solution: plain data when small, else a handle (fetched on use)."""
+    if sys.getsizeof(value) > 16384:
+        return _handle(value)
+    try:
+        return encode(value)
+    except (ValueError, RecursionError):
+        return _handle(value)
 
 
 def _handle(value: Any) -> dict[str, Any]:
@@ -190,7 +205,7 @@ _MUTABLE = (list, dict, set, bytearray)
 
 def _serve_one(msg: dict[str, Any]) -> dict[str, Any]:
     op = msg["op"]
-    target = _handles.get(msg.get("h", -1))
+    target: Any = _handles.get(msg.get("h", -1))
     if op == "call":
         args = [decode(a) for a in msg.get("args", [])]
         kwargs = {k: decode(v) for k, v in msg.get("kwargs", [])}
@@ -257,9 +272,11 @@ def main() -> None:
     if job["mode"] == "run":
         stdin_fd = os.open(os.devnull, os.O_RDONLY)
         if job.get("stdin"):
-            with open(WORK + "/.vs/stdin", "w") if os.path.isdir(WORK + "/.vs") else open(
-                WORK + "/.stdin", "w"
-            ) as fh:
+            with (
+                open(WORK + "/.vs/stdin", "w")
+                if os.path.isdir(WORK + "/.vs")
+                else open(WORK + "/.stdin", "w") as fh
+            ):
                 fh.write(job["stdin"])
                 path = fh.name
             stdin_fd = os.open(path, os.O_RDONLY)
@@ -271,7 +288,7 @@ def main() -> None:
     except BaseException as exc:
         _send({"solution_error": _raised(exc)})
         return
-    names = [[k, encode(v)] for k, v in vars(module).items() if not k.startswith("__")]
+    names = [[k, _encode_global(v)] for k, v in vars(module).items() if not k.startswith("__")]
     _send({"manifest": names, "signals": sorted(_signals)})
     while True:
         msg = _recv()

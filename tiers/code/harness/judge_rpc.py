@@ -224,11 +224,11 @@ def request(msg: dict[str, Any], callbacks: dict[int, Any] | None = None) -> Any
                     args.append(decode(arg))
                 except CandidateGoneError:
                     args.append(str(arg))
-            exc = klass(*args)
-            if info.get("errno") is not None and isinstance(exc, OSError):
-                exc.errno = int(info["errno"])
-            exc.__notes__ = ["raised in the candidate's code:\n" + str(info.get("traceback"))]
-            raise exc
+            raised = klass(*args)
+            if info.get("errno") is not None and isinstance(raised, OSError):
+                raised.errno = int(info["errno"])
+            raised.__notes__ = ["raised in the candidate's code:\n" + str(info.get("traceback"))]
+            raise raised
         if "ret" not in answer:
             raise CandidateGoneError("the candidate sent a malformed answer")
         return answer
@@ -251,13 +251,15 @@ class Handle:
         object.__setattr__(self, "_vs_id", key)
         object.__setattr__(self, "_vs_type", type_name)
 
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = _opaque  # type: ignore[assignment]
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = _opaque
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         callbacks: dict[int, Any] = {}
         plain = [encode(a, callbacks) for a in args]
         named = [[k, encode(v, callbacks)] for k, v in kwargs.items()]
-        answer = request({"op": "call", "h": self._vs_id, "args": plain, "kwargs": named}, callbacks)
+        answer = request(
+            {"op": "call", "h": self._vs_id, "args": plain, "kwargs": named}, callbacks
+        )
         for index, new in answer.get("mut") or []:
             _update_in_place(args[int(index)], decode(new))
         return decode(answer["ret"])
@@ -274,11 +276,18 @@ class Handle:
         return decode(request({"op": "getitem", "h": self._vs_id, "key": encode(key, {})})["ret"])
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        msg = {"op": "setitem", "h": self._vs_id, "key": encode(key, {}), "value": encode(value, {})}
+        msg = {
+            "op": "setitem",
+            "h": self._vs_id,
+            "key": encode(key, {}),
+            "value": encode(value, {}),
+        }
         request(msg)
 
     def __contains__(self, value: Any) -> bool:
-        found = decode(request({"op": "contains", "h": self._vs_id, "value": encode(value, {})})["ret"])
+        found = decode(
+            request({"op": "contains", "h": self._vs_id, "value": encode(value, {})})["ret"]
+        )
         return found is True
 
     def __iter__(self) -> Any:

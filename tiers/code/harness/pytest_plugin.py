@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 
     from tiers.code.harness.judge_rpc import MONITOR, CandidateGoneError, start_candidate
 
-    _result_fd: int
-    _job: dict[str, Any]
-    _tests: str
-
 TRACEBACK_CHARS = 4000
+# Put in these globals by the runner (tiers/code/harness/runner.py, _start_test_runner).
+_result_fd: int = globals()["_result_fd"]
+_job: dict[str, Any] = globals()["_job"]
+_tests: str = globals()["_tests"]
 TEST_FILE = "/judge/test_solution.py"
 
 _out = os.fdopen(_result_fd, "w", buffering=1)
@@ -63,7 +63,7 @@ class ResultPlugin:
                    "errno": getattr(exc, "errno", None)})  # fmt: skip
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        outcome = report.outcome
+        outcome: str = report.outcome
         if hasattr(report, "wasxfail"):
             outcome = "xfailed"  # an expected failure is not a pass
         if report.when == "call" or outcome != "passed":

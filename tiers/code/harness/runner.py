@@ -204,7 +204,7 @@ def _start_candidate_process() -> tuple[int, int, int, int, int, int, int]:
         keep = [_high_dup(fd) for fd in (req_r, resp_w, out_w, err_w)]
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        for target, fd in zip((3, 4, 1, 2), keep):
+        for target, fd in zip((3, 4, 1, 2), keep, strict=True):
             os.dup2(fd, target)
         os.closerange(5, 4096)
         try:
@@ -219,7 +219,7 @@ def _start_candidate_process() -> tuple[int, int, int, int, int, int, int]:
             os.setresuid(CANDIDATE_UID, CANDIDATE_UID, CANDIDATE_UID)
         os.chdir(WORK)
         env = dict(CANDIDATE_ENV)
-        os.execve(sys.executable, [sys.executable, "-I", "-c", CANDIDATE_STUB], env)
+        os.execve(sys.executable, [sys.executable, "-I", "-u", "-B", "-c", CANDIDATE_STUB], env)
     finally:
         os._exit(126)
 
@@ -377,7 +377,9 @@ def _watch(
     return {
         "exit_code": code if code is not None and code >= 0 else None,
         "signal": -code if code is not None and code < 0 else None,
-        "candidate_signal": -candidate_status if candidate_status and candidate_status < 0 else None,
+        "candidate_signal": -candidate_status
+        if candidate_status and candidate_status < 0
+        else None,
         "timed_out": timed_out,
         "output_exceeded": output_exceeded,
         "duration_s": round(elapsed, 4),

@@ -21,11 +21,11 @@ if TYPE_CHECKING:
         start_candidate,
     )
 
-    _result_fd: int
-    _job: dict[str, Any]
-    _tests: str
-
 TRACEBACK_CHARS = 4000
+# Put in these globals by the runner (tiers/code/harness/runner.py, _start_test_runner).
+_result_fd: int = globals()["_result_fd"]
+_job: dict[str, Any] = globals()["_job"]
+_tests: str = globals()["_tests"]
 
 _out = os.fdopen(_result_fd, "w", buffering=1)
 
