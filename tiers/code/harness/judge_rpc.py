@@ -101,11 +101,12 @@ class Record:
     """A dataclass instance or enum member of the candidate's, as plain data: equal to another
     when the class name and the fields are equal (what a generated __eq__ compares)."""
 
-    __slots__ = ("fields", "kind")
+    __slots__ = ("fields", "handle", "kind")
 
-    def __init__(self, kind: str, fields: tuple[tuple[str, Any], ...]) -> None:
+    def __init__(self, kind: str, fields: tuple[tuple[str, Any], ...], handle: Any = None) -> None:
         self.kind = kind
         self.fields = fields
+        self.handle = handle  # the candidate's object, passed back when a test passes this on
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not Record:
@@ -162,7 +163,8 @@ def decode(value: Any) -> Any:
     if tag == "$e":
         return Record(str(body[0]), (("name", str(body[1])),))
     if tag == "$dc":
-        return Record(str(body), tuple((str(k), decode(v)) for k, v in value["f"]))
+        fields = tuple((str(k), decode(v)) for k, v in value["f"])
+        return Record(str(body), fields, value.get("h"))
     if tag == "$num":
         make = decimal.Decimal if body[0] == "Decimal" else fractions.Fraction
         return make(str(body[1]))
@@ -192,6 +194,8 @@ def encode(value: Any, callbacks: dict[int, Any]) -> Any:
         return {"$r": [value.start, value.stop, value.step]}
     if kind is Handle:
         return {"$h": value._vs_id}
+    if kind is Record and value.handle is not None:
+        return {"$h": value.handle}
     if kind is Record:
         return {"$dc": value.kind, "f": [[k, encode(v, callbacks)] for k, v in value.fields]}
     if callable(value):
