@@ -8,7 +8,9 @@ own uid, and the candidate's process hands over only plain data.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -225,3 +227,27 @@ def test_exiting_early_is_a_monitor_signal(judge: Judge, style: str) -> None:
     verdict = judge(HACKS["os_exit_in_call"], STYLES[style], QUICK)
     assert verdict.score == 0.0
     assert verdict.components.get("monitor:exited_early") == 1.0, verdict.components
+
+
+def test_a_container_that_dies_after_delivery_is_not_retried(
+    judge: Judge, docker_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14: a harness that died once it had the candidate sent the candidate on to fresh
+    containers (up to pool_size + 2 of them). Now only an undelivered candidate moves on."""
+    from tiers.code import pool as pool_module
+
+    used: list[str] = []
+    real = pool_module.run_attached
+
+    def run_and_kill(api: Any, cid: str, *args: Any) -> Any:
+        used.append(cid)
+        threading.Timer(0.8, lambda: api.kill(cid)).start()
+        return real(api, cid, *args)
+
+    monkeypatch.setattr(pool_module, "run_attached", run_and_kill)
+    code = "import time\ndef add(a, b):\n    time.sleep(2.5)\n    return a + b\n"
+    verdict = judge(code, STYLES["script"], {"timeout_s": 3.0})
+    assert len(used) == 1, f"the candidate ran in {len(used)} containers"
+    assert verdict.status is VerdictStatus.failed, verdict
+    assert verdict.reason == "harness_killed"
+    assert verdict.score == 0.0
