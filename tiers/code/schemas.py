@@ -35,6 +35,15 @@ class SandboxConfig(BaseModel):
     )
 
 
+class IOCase(BaseModel):
+    """One stdin/stdout case: the program gets `stdin` and must write `stdout`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stdin: str = Field(default="", description="What the program reads on stdin.")
+    stdout: str = Field(description="What it must write, as the checker compares it.")
+
+
 class CodePayload(BaseModel):
     """Source code and the tests that judge it."""
 
@@ -46,10 +55,30 @@ class CodePayload(BaseModel):
     )
     code: str = Field(description="The candidate's source, written to solution.py.")
     tests: str = Field(
-        min_length=1,
+        default="",
         description="pytest tests (test_* functions) or an assert-style script run after the "
         "code in the same namespace; pytest tests see the solution's names or import them "
-        "from `solution`.",
+        "from `solution`. Required unless `cases` is given.",
+    )
+    cases: list[IOCase] | None = Field(
+        default=None,
+        max_length=1000,
+        description="stdin/stdout cases (competitive-programming style): solution.py runs once "
+        "per case; the score is the fraction of cases passed (or all-or-nothing).",
+    )
+    checker: Literal["exact", "tokens", "float", "special"] = Field(
+        default="tokens",
+        description="How a case's output is compared: exact (but a final newline), tokens "
+        "(whitespace-insensitive), float (tokens, numbers within abs_tol/rel_tol), special "
+        "(checker_code's check(stdin, output, expected) -> True; it runs in the judge).",
+    )
+    checker_code: str | None = Field(
+        default=None, description="The special judge's Python source (checker `special`)."
+    )
+    abs_tol: float = Field(default=1e-6, ge=0, description="Float checker: absolute tolerance.")
+    rel_tol: float = Field(default=1e-6, ge=0, description="Float checker: relative tolerance.")
+    case_timeout_s: float = Field(
+        default=2.0, gt=0, le=60, description="Wall-clock limit of one case."
     )
     setup: str | None = Field(
         default=None, description="Python run in the work dir before the code is written."
@@ -76,8 +105,18 @@ class CodePayload(BaseModel):
     )
 
     def source_bytes(self) -> int:
-        """Size of code + tests + setup, as the sandbox.max_source_bytes setting counts it."""
-        return sum(len(s.encode()) for s in (self.code, self.tests, self.setup or ""))
+        """Size of code, tests, setup and cases, as the sandbox.max_source_bytes setting counts."""
+        parts = [self.code, self.tests, self.setup or "", self.checker_code or ""]
+        parts += [c.stdin + c.stdout for c in self.cases or []]
+        return sum(len(s.encode()) for s in parts)
+
+    @model_validator(mode="after")
+    def _tests_or_cases(self) -> Self:
+        if not self.tests.strip() and not self.cases:
+            raise ValueError("give `tests` (Python tests) or `cases` (stdin/stdout cases)")
+        if self.checker == "special" and not (self.checker_code or "").strip():
+            raise ValueError("checker `special` needs `checker_code` defining check()")
+        return self
 
     @model_validator(mode="after")
     def _within_source_limit(self, info: ValidationInfo) -> Self:

@@ -17,6 +17,7 @@ _EMBEDDED = {
     'JUDGE_RPC = ""': "judge_rpc.py",
     'SCRIPT_HARNESS = ""': "script_tests.py",
     'PYTEST_HARNESS = ""': "pytest_plugin.py",
+    'IO_HARNESS = ""': "io_tests.py",
 }
 
 

@@ -254,6 +254,32 @@ def _run_setup(setup: str) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
+def _serve_cases() -> None:
+    """Run solution.py once per case the judge sends; answer with what it wrote."""
+    import subprocess
+
+    _send({"ready": True})
+    while True:
+        msg = _recv()
+        answer: dict[str, Any] = {"timed_out": False}
+        try:
+            done = subprocess.run(
+                [sys.executable, WORK + "/solution.py"],
+                input=str(msg.get("stdin", "")).encode(),
+                capture_output=True,
+                timeout=float(msg.get("timeout_s", 2.0)),
+                check=False,
+            )
+            answer.update(
+                stdout=done.stdout[: 4 << 20].decode(errors="replace"),
+                stderr=done.stderr[-TRACEBACK_CHARS:].decode(errors="replace"),
+                exit=done.returncode,
+            )
+        except subprocess.TimeoutExpired:
+            answer.update(timed_out=True, exit=None)
+        _send({"ret": answer})
+
+
 def main() -> None:
     job = _recv()
     os.makedirs(WORK + "/.tmp", exist_ok=True)
@@ -284,6 +310,9 @@ def main() -> None:
         os.dup2(stdin_fd, 0)
         os.closerange(3, 5)
         os.execv(sys.executable, [sys.executable, WORK + "/solution.py"])
+    if job["mode"] == "io":
+        _serve_cases()
+        return
     try:
         module = _load_solution(job["code"])
     except BaseException as exc:

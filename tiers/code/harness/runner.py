@@ -109,6 +109,7 @@ CANDIDATE_STUB = ""
 JUDGE_RPC = ""
 SCRIPT_HARNESS = ""
 PYTEST_HARNESS = ""
+IO_HARNESS = ""
 
 
 def _cgroup_counter(paths_and_keys: list[tuple[str, str]]) -> int:
@@ -485,10 +486,9 @@ def main() -> None:
         streams[RESP_R] = "rpc"
         main_pid = CANDIDATE_PID
     else:
-        program = SCRIPT_HARNESS if mode == "script" else PYTEST_HARNESS
-        main_pid, result_r = _start_test_runner(
-            program, job, spec["tests"], REQ_W, RESP_R, OUT_W, ERR_W
-        )
+        program = {"script": SCRIPT_HARNESS, "io": IO_HARNESS}.get(mode, PYTEST_HARNESS)
+        tests = json_dumps(spec["io"]) if mode == "io" else spec["tests"]
+        main_pid, result_r = _start_test_runner(program, job, tests, REQ_W, RESP_R, OUT_W, ERR_W)
         os.close(OUT_W)
         os.close(ERR_W)
         streams[result_r] = "events"
