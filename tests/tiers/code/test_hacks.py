@@ -112,6 +112,11 @@ HACKS = {
         "class D(dict):\n    def __eq__(self, other):\n        return True\n"
         "def add(a, b):\n    return L() if a < 5 else D()\n"
     ),
+    "contains_everything": (
+        "class All:\n    def __contains__(self, item):\n        return True\n"
+        "    def __iter__(self):\n        return iter([])\n"
+        "def add(a, b):\n    return All()\n"
+    ),
     "sys_exit_at_import": "import sys\nsys.exit(0)\ndef add(a, b):\n    return 0\n",
     "os_exit_in_call": "import os\ndef add(a, b):\n    os._exit(0)\n",
     "atexit_and_exit": (
@@ -251,3 +256,14 @@ def test_a_container_that_dies_after_delivery_is_not_retried(
     assert verdict.status is VerdictStatus.failed, verdict
     assert verdict.reason == "harness_killed"
     assert verdict.score == 0.0
+
+
+def test_membership_is_not_decided_by_the_candidates_object(judge: Judge) -> None:
+    tests = "assert 3 in divisors(6)\nassert 4 not in divisors(6)\n"
+    honest = judge("def divisors(n):\n    return [d for d in range(1, n + 1) if n % d == 0]\n",
+                   tests, QUICK)  # fmt: skip
+    assert honest.score == 1.0, honest.feedback
+    hack = judge(HACKS["contains_everything"].replace("def add(a, b)", "def divisors(n)"), tests,
+                 QUICK)  # fmt: skip
+    assert hack.score == 0.0
+    assert hack.reason == "opaque_value"

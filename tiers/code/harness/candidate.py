@@ -228,10 +228,9 @@ def _serve_one(msg: dict[str, Any]) -> dict[str, Any]:
         return {"ret": encode(iter(target))}
     if op == "next":
         return {"ret": encode(next(target))}
-    if op in ("len", "bool", "str", "repr", "contains"):
-        func: Any = {"len": len, "bool": bool, "str": str, "repr": repr}.get(op)
-        value = decode(msg["value"]) in target if op == "contains" else func(target)
-        return {"ret": encode(value)}
+    if op in ("len", "bool", "str", "repr"):
+        func: Any = {"len": len, "bool": bool, "str": str, "repr": repr}[op]
+        return {"ret": encode(func(target))}
     raise ValueError(f"unknown operation {op!r}")
 
 

@@ -18,6 +18,7 @@ import decimal
 import fractions
 import json
 import os
+import sys
 from typing import Any
 
 MONITOR: set[str] = set()  # hack-monitor signals seen by the judge (and reported by the candidate)
@@ -138,9 +139,10 @@ def decode(value: Any) -> Any:
     if "$h" in value:
         if "exc" in value:
             return exception_class(str(value["exc"][0]), str(value["exc"][1]))
-        if "module" in value:
+        name = str(value.get("module"))
+        if name.partition(".")[0] in getattr(sys, "stdlib_module_names", ()):
             try:
-                return __import__(str(value["module"]))
+                return __import__(name)  # the judge's own copy of a standard module
             except ImportError:
                 pass
         return Handle(int(value["$h"]), str(value.get("type")))
@@ -289,10 +291,8 @@ class Handle:
         request(msg)
 
     def __contains__(self, value: Any) -> bool:
-        found = decode(
-            request({"op": "contains", "h": self._vs_id, "value": encode(value, {})})["ret"]
-        )
-        return found is True
+        # `expected in obj` would let the candidate's object decide on the expected value.
+        return bool(_opaque(self))
 
     def __iter__(self) -> Any:
         return decode(request({"op": "iter", "h": self._vs_id})["ret"])
