@@ -253,6 +253,44 @@ def _run_setup(setup: str) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
+def _run_program(job: dict[str, Any]) -> None:
+    """Run solution.py as a program, then send back the files asked for; exit as it did."""
+    stdin_path = os.devnull
+    if job.get("stdin"):
+        stdin_path = WORK + "/.stdin"
+        with open(stdin_path, "w") as fh:
+            fh.write(job["stdin"])
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(os.open(stdin_path, os.O_RDONLY), 0)
+        os.closerange(3, 5)
+        os.execv(sys.executable, [sys.executable, WORK + "/solution.py"])
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    cap = int(job.get("fetch_cap") or 0)
+    files: dict[str, str] = {}
+    for rel in job.get("fetch_files") or []:
+        path = os.path.normpath(os.path.join(WORK, str(rel)))
+        if not path.startswith(WORK + "/"):
+            continue
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(cap + 1)
+        except OSError:
+            continue
+        if len(data) <= cap:
+            files[str(rel)] = base64.b64encode(data).decode()
+    _send({"files": files})
+    if code < 0:
+        import signal
+
+        try:
+            signal.signal(-code, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # SIGKILL and SIGSTOP keep their default anyway
+        os.kill(os.getpid(), -code)
+    os._exit(code)
+
+
 def _serve_cases() -> None:
     """Run solution.py once per case the judge sends; answer with what it wrote."""
     import subprocess
@@ -296,19 +334,7 @@ def main() -> None:
     with open(WORK + "/solution.py", "w") as fh:
         fh.write(job["code"])
     if job["mode"] == "run":
-        stdin_fd = os.open(os.devnull, os.O_RDONLY)
-        if job.get("stdin"):
-            with (
-                open(WORK + "/.vs/stdin", "w")
-                if os.path.isdir(WORK + "/.vs")
-                else open(WORK + "/.stdin", "w") as fh
-            ):
-                fh.write(job["stdin"])
-                path = fh.name
-            stdin_fd = os.open(path, os.O_RDONLY)
-        os.dup2(stdin_fd, 0)
-        os.closerange(3, 5)
-        os.execv(sys.executable, [sys.executable, WORK + "/solution.py"])
+        _run_program(job)
     if job["mode"] == "io":
         _serve_cases()
         return

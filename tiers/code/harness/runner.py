@@ -15,7 +15,6 @@ deadline and output cap, and removes the container afterwards.
 
 from __future__ import annotations
 
-import binascii
 import errno
 import os
 import resource
@@ -421,50 +420,14 @@ def _parse_lines(data: bytes) -> list[dict[str, Any]]:
     return events
 
 
-def _fetch_as_candidate(paths: list[str], cap: int) -> dict[str, str]:
-    """Files of the candidate's work dir, read by a child under the candidate's uid (the judge
-    has no right to read it) and sent back base64-encoded."""
-    if not paths:
-        return {}
-    read_r, read_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            if os.getuid() == 0:
-                os.setgroups([])
-                os.setresgid(CANDIDATE_UID, CANDIDATE_UID, CANDIDATE_UID)
-                os.setresuid(CANDIDATE_UID, CANDIDATE_UID, CANDIDATE_UID)
-            fetched: dict[str, str] = {}
-            for rel in paths:
-                try:
-                    with open(_safe_path(rel), "rb") as fh:
-                        data = fh.read(cap + 1)
-                except (OSError, ValueError):
-                    continue
-                if len(data) <= cap:
-                    fetched[rel] = binascii.b2a_base64(data, newline=False).decode()
-            with os.fdopen(read_w, "w") as out:
-                out.write(json_dumps(fetched))
-        finally:
-            os._exit(0)
-    os.close(read_w)
-    chunks = []
-    while chunk := os.read(read_r, 1 << 20):
-        chunks.append(chunk)
-    os.close(read_r)
-    os.waitpid(pid, 0)
+def _rpc_message(data: bytes) -> dict[str, Any]:
+    """The candidate's one message of a run (its setup failed, or the files it was asked for)."""
+    size = int.from_bytes(data[:4], "big")
     try:
-        value = json_loads(b"".join(chunks).decode())
-    except ValueError:
+        value = json_loads(data[4 : 4 + size].decode())
+    except (ValueError, UnicodeDecodeError):
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _safe_path(rel: str) -> str:
-    path = os.path.normpath(os.path.join(WORK, rel))
-    if path != WORK and not path.startswith(WORK + "/"):
-        raise ValueError(f"file path {rel!r} is outside the work directory")
-    return path
 
 
 def main() -> None:
@@ -477,7 +440,8 @@ def main() -> None:
     oom0, pids0 = _oom_kills(), _pids_max_hits()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     mode = spec["mode"]
-    job = {k: spec.get(k) for k in ("mode", "code", "files", "stdin", "setup")}
+    job = {k: spec.get(k) for k in ("mode", "code", "files", "stdin", "setup", "fetch_files")}
+    job["fetch_cap"] = cap
     streams = {OUT_R: "stdout", ERR_R: "stderr"}
     if mode == "run":
         os.close(OUT_W)
@@ -493,16 +457,18 @@ def main() -> None:
         os.close(ERR_W)
         streams[result_r] = "events"
     run = _watch(main_pid, streams, timeout_s, cap, limit)
-    rpc = run.pop("rpc")
+    message = _rpc_message(run.pop("rpc"))
     setup_failed = [e for e in run["events"] if e.get("event") == "setup_failed"]
-    if b"setup_failed" in rpc[:64] or setup_failed:
-        report["setup"] = dict(run, exit_code=(setup_failed or [{}])[0].get("code", 1))
+    if "setup_failed" in message or setup_failed:
+        code = message.get("setup_failed") or (setup_failed or [{}])[0].get("code") or 1
+        report["setup"] = dict(run, exit_code=code)
         _finish(report, oom0, pids0, cpu0)
         return
     if run["candidate_signal"] and run["signal"] is None:
         run["signal"] = run["candidate_signal"]  # the candidate's process was killed
     report["run"] = run
-    report["files"] = _fetch_as_candidate(list(spec.get("fetch_files") or []), cap)
+    files = message.get("files")
+    report["files"] = files if isinstance(files, dict) else {}
     _finish(report, oom0, pids0, cpu0)
 
 
