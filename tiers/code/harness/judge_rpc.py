@@ -12,14 +12,15 @@ The runner executes this text in the test runner's globals before the test progr
 
 from __future__ import annotations
 
-import base64
+import binascii
 import builtins
-import decimal
-import fractions
 import json
 import os
 import sys
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 MONITOR: set[str] = set()  # hack-monitor signals seen by the judge (and reported by the candidate)
 _RPC = {"req": -1, "resp": -1, "gone": False}
@@ -154,7 +155,7 @@ def decode(value: Any) -> Any:
     if tag in ("$s", "$fs"):
         return (set if tag == "$s" else frozenset)(decode(v) for v in body)
     if tag in ("$b", "$ba"):
-        data = base64.b64decode(str(body))
+        data = binascii.a2b_base64(str(body))
         return data if tag == "$b" else bytearray(data)
     if tag == "$f":
         return float(str(body))
@@ -168,6 +169,9 @@ def decode(value: Any) -> Any:
         fields = tuple((str(k), decode(v)) for k, v in value["f"])
         return Record(str(body), fields, value.get("h"))
     if tag == "$num":
+        import decimal
+        import fractions
+
         make = decimal.Decimal if body[0] == "Decimal" else fractions.Fraction
         return make(str(body[1]))
     raise CandidateGoneError(f"the candidate sent an unknown tag {tag!r}")
@@ -189,7 +193,8 @@ def encode(value: Any, callbacks: dict[int, Any]) -> Any:
     if kind in (set, frozenset):
         return {"$s" if kind is set else "$fs": [encode(v, callbacks) for v in value]}
     if kind in (bytes, bytearray):
-        return {"$b" if kind is bytes else "$ba": base64.b64encode(bytes(value)).decode()}
+        text = binascii.b2a_base64(bytes(value), newline=False).decode()
+        return {"$b" if kind is bytes else "$ba": text}
     if kind is complex:
         return {"$c": [value.real, value.imag]}
     if kind is range:
