@@ -16,75 +16,23 @@ deadline and output cap, and removes the container afterwards.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import resource
 import select
 import sys
 import time
 
-# Every candidate pays for this interpreter's start-up, so the harness imports only C modules:
-# `signal` would pull in enum, `base64` and `json` re, `selectors` collections, `typing` itself
-# (together about 25 ms of CPU per candidate, on a budget of some 150).
+# `signal` would pull in enum; the C module is enough. json is imported once per container
+# (the test runner, forked from here, needs it anyway).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
-    from collections.abc import Callable
     from typing import Any
 else:
     import _signal as signal
 
-
-def _json_codec() -> tuple[Callable[[str], Any], Callable[[Any], str]]:
-    """(loads, dumps) on json's C accelerator, without importing json (and so re).
-
-    Falls back to the json module where the accelerator is missing or differs. loads raises
-    ValueError for anything that is not one well-formed JSON value.
-    """
-    try:
-        import _json
-
-        class _Context:
-            strict = True
-            object_hook = None
-            object_pairs_hook = None
-            parse_float = float
-            parse_int = int
-            parse_constant = float  # NaN, Infinity, -Infinity
-
-        scan = _json.make_scanner(_Context())  # type: ignore[arg-type]  # duck-typed context
-
-        def _no_default(obj: object) -> object:
-            raise TypeError(f"{type(obj).__name__} is not JSON serializable")
-
-        encode = _json.make_encoder(
-            {}, _no_default, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True
-        )
-
-        def loads(text: str) -> Any:
-            text = text.strip(" \t\n\r")
-            try:
-                value, end = scan(text, 0)
-            except (StopIteration, RecursionError) as exc:
-                raise ValueError(f"not JSON: {text[:40]!r}") from exc
-            if end != len(text):
-                raise ValueError(f"extra data after the JSON value at {end}")
-            return value
-
-        def dumps(obj: Any) -> str:
-            return "".join(encode(obj, 0))
-
-        if loads(dumps({"a": [1, 2.5, None, True, "\u00e9"]})) == {
-            "a": [1, 2.5, None, True, "\u00e9"]
-        }:
-            return loads, dumps
-    except (ImportError, AttributeError, TypeError, ValueError):
-        pass
-    import json
-
-    return json.loads, json.dumps
-
-
-json_loads, json_dumps = _json_codec()
+json_loads, json_dumps = json.loads, json.dumps
 
 WORK = "/work"  # the candidate's work dir: a tmpfs of CANDIDATE_UID, mode 0700
 JUDGE_DIR = "/judge"  # the judge's: a tmpfs of root, mode 0700, where the tests are written
@@ -252,11 +200,11 @@ def _start_test_runner(
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         scope: dict[str, Any] = {"__name__": "__judge__"}
-        exec(compile(JUDGE_RPC, "<judge_rpc>", "exec"), scope)
+        exec(_compiled(JUDGE_RPC, "<judge_rpc>"), scope)
         scope["connect"](req_w, resp_r)
         scope.update(_result_fd=result_w, _job=job, _tests=tests)
         try:
-            exec(compile(program, "<test_runner>", "exec"), scope)
+            exec(_compiled(program, "<test_runner>"), scope)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
@@ -270,6 +218,26 @@ def _start_test_runner(
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+_COMPILED: dict[str, Any] = {}
+
+
+def _compiled(source: str, name: str) -> Any:
+    if source not in _COMPILED:
+        _COMPILED[source] = compile(source, name, "exec")
+    return _COMPILED[source]
+
+
+def _preload() -> None:
+    """While the container waits for its candidate, do the test runner's start-up work once:
+    its modules and code are then inherited by the fork instead of paid for per candidate."""
+    import linecache  # noqa: F401
+    import traceback  # noqa: F401
+
+    _compiled(JUDGE_RPC, "<judge_rpc>")
+    _compiled(SCRIPT_HARNESS, "<test_runner>")
+    _compiled(IO_HARNESS, "<test_runner>")
 
 
 def _send_job(fd: int, job: dict[str, Any]) -> None:
@@ -486,6 +454,8 @@ BASELINE_PIDS = set(_live_processes())
 if __name__ == "__main__":
     _prctl_not_dumpable()
     CANDIDATE_PID, REQ_W, RESP_R, OUT_R, ERR_R, OUT_W, ERR_W = _start_candidate_process()
+    if not sys.argv[1:]:
+        _preload()
     try:
         main()
     except OSError as exc:
