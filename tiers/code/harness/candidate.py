@@ -90,12 +90,14 @@ def encode(value: Any, depth: int = 0) -> Any:
         return {"$c": [encode(value.real), encode(value.imag)]}
     if kind is range:
         return {"$r": [value.start, value.stop, value.step]}
-    import dataclasses
-    import enum
-
-    if isinstance(value, enum.Enum):
+    if isinstance(value, type) or kind.__name__ in ("function", "module", "builtin_function"):
+        return _handle(value)  # functions, classes, modules: the common case, kept cheap
+    enum = sys.modules.get("enum")
+    if enum is not None and isinstance(value, enum.Enum):
         return {"$e": [kind.__qualname__, value.name]}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if hasattr(kind, "__dataclass_fields__"):
+        import dataclasses  # already imported by the solution that made a dataclass
+
         fields = [
             [f.name, encode(getattr(value, f.name), depth + 1)] for f in dataclasses.fields(value)
         ]

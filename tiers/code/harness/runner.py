@@ -329,6 +329,11 @@ def _watch(
     }
     candidate_status = _status_now(CANDIDATE_PID) if main_pid != CANDIDATE_PID else None
     _kill_all_but_init()
+    if main_pid != CANDIDATE_PID and candidate_status is None:
+        try:
+            os.waitpid(CANDIDATE_PID, 0)  # reaped, so its CPU counts in the report's cpu_s
+        except ChildProcessError:
+            pass
     if poll() is None:
         _, raw = os.waitpid(main_pid, 0)
         status = os.waitstatus_to_exitcode(raw)
