@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from tiers.code.settings import SandboxSettings
@@ -54,17 +61,18 @@ class CodePayload(BaseModel):
         description="Only python is supported; another language is a failed verdict.",
     )
     code: str = Field(description="The candidate's source, written to solution.py.")
-    tests: str = Field(
-        default="",
-        description="pytest tests (test_* functions) or an assert-style script run after the "
-        "code in the same namespace; pytest tests see the solution's names or import them "
-        "from `solution`. Required unless `cases` is given.",
-    )
     cases: list[IOCase] | None = Field(
         default=None,
         max_length=1000,
         description="stdin/stdout cases (competitive-programming style): solution.py runs once "
         "per case; the score is the fraction of cases passed (or all-or-nothing).",
+    )
+    tests: str = Field(
+        default=None,
+        validate_default=True,
+        description="pytest tests (test_* functions) or an assert-style script run after the "
+        "code in the same namespace; pytest tests see the solution's names or import them "
+        "from `solution`. Required unless `cases` is given.",
     )
     checker: Literal["exact", "tokens", "float", "special"] = Field(
         default="tokens",
@@ -110,10 +118,24 @@ class CodePayload(BaseModel):
         parts += [c.stdin + c.stdout for c in self.cases or []]
         return sum(len(s.encode()) for s in parts)
 
+    @field_validator("tests", mode="before")
+    @classmethod
+    def _tests_unless_cases(cls, tests: object, info: ValidationInfo) -> object:
+        # `cases` is declared before `tests`, so it is validated (and in info.data) by now.
+        if info.data.get("cases"):
+            return "" if tests is None else tests
+        if tests is None:
+            raise PydanticCustomError("missing", "Field required (or give `cases`)")
+        if tests == "":
+            raise PydanticCustomError(
+                "string_too_short",
+                "String should have at least 1 character (or give `cases`)",
+                {"min_length": 1},
+            )
+        return tests
+
     @model_validator(mode="after")
-    def _tests_or_cases(self) -> Self:
-        if not self.tests.strip() and not self.cases:
-            raise ValueError("give `tests` (Python tests) or `cases` (stdin/stdout cases)")
+    def _special_checker_has_code(self) -> Self:
         if self.checker == "special" and not (self.checker_code or "").strip():
             raise ValueError("checker `special` needs `checker_code` defining check()")
         return self
