@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import io
+import threading
 import tokenize
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +37,9 @@ __all__ = [
 
 SUPPORTED_LANGUAGES = frozenset({"python", "python3"})
 TestStyle = Literal["pytest", "script", "io"]
+# CPython 3.11 can fail ast.parse in concurrent threads ("AST constructor recursion depth
+# mismatch", seen on HumanEval/157 in a batch of 4 threads): one parse at a time.
+_PARSE_LOCK = threading.Lock()
 
 
 def detect_test_style(tests: str) -> tuple[TestStyle, int]:
@@ -43,7 +47,8 @@ def detect_test_style(tests: str) -> tuple[TestStyle, int]:
 
     Raises SyntaxError when the tests do not parse.
     """
-    tree = ast.parse(tests, "tests.py")
+    with _PARSE_LOCK:
+        tree = ast.parse(tests, "tests.py")
     count = 0
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
