@@ -2,7 +2,8 @@
 
 Each execution is a small Python program with assert-style tests (or pytest tests with
 --style pytest), run with the same limits (no network, read-only root, tmpfs, memory, pids,
-CPU, no capabilities, non-root: `isolation_options()`) and the same OCI runtime (the setting,
+CPU, the judge as root with only SETUID/SETGID/KILL and the candidate under its own uid:
+`isolation_options()`) and the same OCI runtime (the setting,
 `auto` resolved once and printed) in a container that serves only that candidate. Prints
 execs/s, p50/p95 latency per mode and the pool / docker-run ratios.
 
@@ -40,9 +41,9 @@ from typing import Any
 from tiers.base import Candidate, VerdictStatus
 from tiers.code import pool as pool_module
 from tiers.code.engine import (
+    JUDGE_USER,
     LABEL,
     OWNER_LABEL,
-    SANDBOX_USER,
     check_engine,
     isolation_options,
     resolve_runtime,
@@ -240,8 +241,8 @@ def docker_run_runner(style: str, settings: SandboxSettings) -> Callable[[int], 
         cid = api.create_container(
             settings.image,
             ["python3", "-I", "-c", runner, json.dumps(spec)],
-            user=SANDBOX_USER,
-            working_dir="/work",
+            user=JUDGE_USER,
+            working_dir="/",
             network_disabled=True,
             labels={LABEL: "1"},
             host_config=host_config,

@@ -19,6 +19,11 @@ from tiers.code.settings import SandboxSettings
 
 logger = logging.getLogger(__name__)
 
+# What the harness writes on the container's stderr once it has read the whole spec. Only the
+# harness writes there (the candidate runs under another uid, with its own pipes): without it a
+# container that died was never given the candidate, and another may take the candidate.
+DELIVERED_MARK = b"vs:received\n"
+
 # Extra wall-clock the host allows past the candidate's own limit before it kills the
 # container: harness start-up, writing files, reporting.
 HOST_GRACE_S = 3.0
@@ -124,6 +129,9 @@ def run_attached(
         watchdog.cancel()
         sock_io.close()
     wall = time.perf_counter() - started
+    delivered = streams[2].startswith(DELIVERED_MARK)
+    if delivered:
+        del streams[2][: len(DELIVERED_MARK)]
     report: dict[str, Any] | None = None
     if not killed.is_set():
         try:
@@ -141,8 +149,9 @@ def run_attached(
             raise infra_error("engine_unavailable", exc) from exc
         exit_code = state.get("ExitCode")
         oom_killed = bool(state.get("OOMKilled"))
-        if received == 0 and not oom_killed:
-            # It had died before we attached (engine restart, external cleanup).
+        if not delivered and not oom_killed:
+            # It had died before its harness read the candidate (engine restart, external
+            # cleanup). One that died later is the candidate's failure: never retried.
             raise SandboxInfraError("container_gone", f"container {cid[:12]} was not running")
     return RunOutcome(
         report=report,

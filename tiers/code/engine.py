@@ -16,6 +16,10 @@ logger = logging.getLogger(__name__)
 LABEL = "verifier-service.sandbox"
 OWNER_LABEL = "verifier-service.sandbox.owner"
 SANDBOX_USER = "1000:1000"
+# The judge (the harness, PID 1) runs as root in the container with only the capabilities it
+# needs to start the candidate under SANDBOX_USER's uid and to kill what the candidate leaves.
+JUDGE_USER = "0:0"
+JUDGE_CAPABILITIES = ["SETUID", "SETGID", "KILL"]
 # Taken by runtime "auto" when the engine has it: a C runtime, it starts and deletes a
 # container with less CPU than runc (Go), which is what bounds throughput on a small machine.
 PREFERRED_RUNTIME = "crun"
@@ -28,12 +32,16 @@ def isolation_options(s: SandboxSettings, runtime: str) -> dict[str, Any]:
         "runtime": runtime,
         "network_mode": "none",
         "read_only": True,
-        "tmpfs": {"/work": f"size={s.tmpfs_mb}m,uid={uid},gid={gid},mode=0700"},
+        "tmpfs": {
+            "/work": f"size={s.tmpfs_mb}m,uid={uid},gid={gid},mode=0700",
+            "/judge": "size=16m,uid=0,gid=0,mode=0700",
+        },
         "mem_limit": f"{s.default_memory_mb}m",
         "memswap_limit": f"{s.default_memory_mb}m",
         "pids_limit": s.pids_limit,
         "nano_cpus": int(s.cpus * 1e9),
         "cap_drop": ["ALL"],
+        "cap_add": JUDGE_CAPABILITIES,
         "security_opt": ["no-new-privileges"],
         "ipc_mode": "private",
         "shm_size": f"{min(s.tmpfs_mb, 16)}m",

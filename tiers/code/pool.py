@@ -31,9 +31,9 @@ from typing import Any
 
 from tiers.code.attach import RunOutcome, SandboxInfraError, infra_error, run_attached
 from tiers.code.engine import (
+    JUDGE_USER,
     LABEL,
     OWNER_LABEL,
-    SANDBOX_USER,
     check_engine,
     isolation_options,
     owner_tag,
@@ -99,8 +99,8 @@ class SandboxPool:
             s.image,
             command=["python3", "-I", "-c", self._program],
             stdin_open=True,
-            user=SANDBOX_USER,
-            working_dir="/work",
+            user=JUDGE_USER,
+            working_dir="/",
             network_disabled=True,
             labels={LABEL: "1", OWNER_LABEL: self.owner},
             host_config=host_config,

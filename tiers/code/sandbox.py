@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import io
+import threading
 import tokenize
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +36,10 @@ __all__ = [
 ]
 
 SUPPORTED_LANGUAGES = frozenset({"python", "python3"})
-TestStyle = Literal["pytest", "script"]
+TestStyle = Literal["pytest", "script", "io"]
+# CPython 3.11 can fail ast.parse in concurrent threads ("AST constructor recursion depth
+# mismatch", seen on HumanEval/157 in a batch of 4 threads): one parse at a time.
+_PARSE_LOCK = threading.Lock()
 
 
 def detect_test_style(tests: str) -> tuple[TestStyle, int]:
@@ -43,7 +47,8 @@ def detect_test_style(tests: str) -> tuple[TestStyle, int]:
 
     Raises SyntaxError when the tests do not parse.
     """
-    tree = ast.parse(tests, "tests.py")
+    with _PARSE_LOCK:
+        tree = ast.parse(tests, "tests.py")
     count = 0
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
@@ -58,6 +63,18 @@ def detect_test_style(tests: str) -> tuple[TestStyle, int]:
     if count:
         return "pytest", count
     return "script", sum(isinstance(n, ast.Assert) for n in tree.body) or 1
+
+
+def io_spec(payload: CodePayload) -> dict[str, Any]:
+    """The stdin/stdout cases and their checker, as the judge's io runner takes them."""
+    return {
+        "cases": [case.model_dump() for case in payload.cases or []],
+        "checker": payload.checker,
+        "checker_code": payload.checker_code,
+        "abs_tol": payload.abs_tol,
+        "rel_tol": payload.rel_tol,
+        "case_timeout_s": payload.case_timeout_s,
+    }
 
 
 def normalize_source(text: str) -> str:
@@ -109,22 +126,23 @@ class SandboxTier:
             )
         except ValidationError:
             return stable_json(item.payload)
-        return stable_json(
-            {
-                "language": payload.language.lower(),
-                "code": normalize_source(payload.code),
-                "tests": normalize_source(payload.tests),
-                "setup": normalize_source(payload.setup) if payload.setup else None,
-                "fail_to_pass": sorted(payload.fail_to_pass)
-                if payload.fail_to_pass is not None
-                else None,
-                "pass_to_pass": sorted(payload.pass_to_pass)
-                if payload.pass_to_pass is not None
-                else None,
-                "timeout_s": payload.timeout_s,
-                "memory_mb": payload.memory_mb,
-            }
-        )
+        canonical: dict[str, Any] = {
+            "language": payload.language.lower(),
+            "code": normalize_source(payload.code),
+            "tests": normalize_source(payload.tests),
+            "setup": normalize_source(payload.setup) if payload.setup else None,
+            "fail_to_pass": sorted(payload.fail_to_pass)
+            if payload.fail_to_pass is not None
+            else None,
+            "pass_to_pass": sorted(payload.pass_to_pass)
+            if payload.pass_to_pass is not None
+            else None,
+            "timeout_s": payload.timeout_s,
+            "memory_mb": payload.memory_mb,
+        }
+        if payload.cases:  # only then: the canonical form of other payloads stays as it was
+            canonical["io"] = io_spec(payload)
+        return stable_json(canonical)
 
     def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
         """Judge every item concurrently through the pool; one verdict per item, in order."""
@@ -181,7 +199,11 @@ class SandboxTier:
                 return self._verdict(VerdictStatus.error, SOURCE_LIMIT_ERROR, too_large[0]), 0.0
             return self._verdict(VerdictStatus.error, "invalid_payload", str(exc)), 0.0
         try:
-            style, expected = detect_test_style(payload.tests)
+            style, expected = (
+                ("io", len(payload.cases)) if payload.cases else detect_test_style(payload.tests)
+            )
+            if payload.checker == "special":
+                compile(payload.checker_code or "", "checker.py", "exec")
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             return self._verdict(
                 VerdictStatus.error, "invalid_tests", f"the tests do not parse: {exc}"
@@ -201,6 +223,7 @@ class SandboxTier:
             "code": payload.code,
             "tests": payload.tests,
             "setup": payload.setup,
+            "io": io_spec(payload) if payload.cases else None,
             "timeout_s": limits.timeout_s,
             "output_cap": settings.output_cap_bytes,
             "output_limit": settings.output_limit_bytes,

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from tiers.code.settings import SandboxSettings
@@ -35,6 +42,15 @@ class SandboxConfig(BaseModel):
     )
 
 
+class IOCase(BaseModel):
+    """One stdin/stdout case: the program gets `stdin` and must write `stdout`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stdin: str = Field(default="", description="What the program reads on stdin.")
+    stdout: str = Field(description="What it must write, as the checker compares it.")
+
+
 class CodePayload(BaseModel):
     """Source code and the tests that judge it."""
 
@@ -45,11 +61,32 @@ class CodePayload(BaseModel):
         description="Only python is supported; another language is a failed verdict.",
     )
     code: str = Field(description="The candidate's source, written to solution.py.")
+    cases: list[IOCase] | None = Field(
+        default=None,
+        max_length=1000,
+        description="stdin/stdout cases (competitive-programming style): solution.py runs once "
+        "per case; the score is the fraction of cases passed (or all-or-nothing).",
+    )
     tests: str = Field(
-        min_length=1,
+        default=None,
+        validate_default=True,
         description="pytest tests (test_* functions) or an assert-style script run after the "
         "code in the same namespace; pytest tests see the solution's names or import them "
-        "from `solution`.",
+        "from `solution`. Required unless `cases` is given.",
+    )
+    checker: Literal["exact", "tokens", "float", "special"] = Field(
+        default="tokens",
+        description="How a case's output is compared: exact (but a final newline), tokens "
+        "(whitespace-insensitive), float (tokens, numbers within abs_tol/rel_tol), special "
+        "(checker_code's check(stdin, output, expected) -> True; it runs in the judge).",
+    )
+    checker_code: str | None = Field(
+        default=None, description="The special judge's Python source (checker `special`)."
+    )
+    abs_tol: float = Field(default=1e-6, ge=0, description="Float checker: absolute tolerance.")
+    rel_tol: float = Field(default=1e-6, ge=0, description="Float checker: relative tolerance.")
+    case_timeout_s: float = Field(
+        default=2.0, gt=0, le=60, description="Wall-clock limit of one case."
     )
     setup: str | None = Field(
         default=None, description="Python run in the work dir before the code is written."
@@ -76,8 +113,32 @@ class CodePayload(BaseModel):
     )
 
     def source_bytes(self) -> int:
-        """Size of code + tests + setup, as the sandbox.max_source_bytes setting counts it."""
-        return sum(len(s.encode()) for s in (self.code, self.tests, self.setup or ""))
+        """Size of code, tests, setup and cases, as the sandbox.max_source_bytes setting counts."""
+        parts = [self.code, self.tests, self.setup or "", self.checker_code or ""]
+        parts += [c.stdin + c.stdout for c in self.cases or []]
+        return sum(len(s.encode()) for s in parts)
+
+    @field_validator("tests", mode="before")
+    @classmethod
+    def _tests_unless_cases(cls, tests: object, info: ValidationInfo) -> object:
+        # `cases` is declared before `tests`, so it is validated (and in info.data) by now.
+        if info.data.get("cases"):
+            return "" if tests is None else tests
+        if tests is None:
+            raise PydanticCustomError("missing", "Field required (or give `cases`)")
+        if tests == "":
+            raise PydanticCustomError(
+                "string_too_short",
+                "String should have at least 1 character (or give `cases`)",
+                {"min_length": 1},
+            )
+        return tests
+
+    @model_validator(mode="after")
+    def _special_checker_has_code(self) -> Self:
+        if self.checker == "special" and not (self.checker_code or "").strip():
+            raise ValueError("checker `special` needs `checker_code` defining check()")
+        return self
 
     @model_validator(mode="after")
     def _within_source_limit(self, info: ValidationInfo) -> Self:

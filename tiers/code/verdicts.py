@@ -47,6 +47,7 @@ class ReportedTests:
     solution_error: dict[str, Any] | None = None
     collect_errors: list[str] = field(default_factory=list)
     finished: bool = False
+    monitor: list[str] = field(default_factory=list)
 
     @classmethod
     def from_events(cls, events: Sequence[Mapping[str, Any]]) -> ReportedTests:
@@ -59,9 +60,13 @@ class ReportedTests:
                 collected = True
                 tests.names = [str(n) for n in event.get("tests") or []]
             elif kind == "result" and name:
-                if name not in tests.names:
-                    tests.names.append(name)
                 outcome = str(event.get("outcome"))
+                if name not in tests.names:
+                    if outcome != "failed":
+                        # Only the collection names the tests: a result for a name it never
+                        # listed can lower the score (a setup failure), never raise it.
+                        continue
+                    tests.names.append(name)
                 previous = tests.outcome.get(name)
                 if previous != "failed" and not (previous == "skipped" and outcome == "passed"):
                     tests.outcome[name] = outcome
@@ -80,6 +85,8 @@ class ReportedTests:
                 tests.collect_errors.append(str(event.get("traceback", "")))
             elif kind == "finished":
                 tests.finished = True
+            elif kind == "monitor":
+                tests.monitor = sorted({str(s)[:60] for s in event.get("signals") or []})[:20]
         return tests
 
     def passed(self, name: str) -> bool:
@@ -220,6 +227,8 @@ def verdict_from_outcome(
     components: dict[str, float] = {}
     for name in names[:MAX_TEST_COMPONENTS]:
         components[f"test:{name}"] = 1.0 if tests.passed(name) else 0.0
+    for signal_name in tests.monitor:
+        components[f"monitor:{signal_name}"] = 1.0
     exit_code = run.get("exit_code")
     components.update(
         tests_passed=float(len(passed)),
@@ -310,6 +319,12 @@ def failure_reason(
         return "syntax_error", f"syntax_error: solution.py does not compile; {summary}"
     if total == 0:
         return "no_tests", "no_tests: no test was collected"
+    for name in failing:
+        if tests.exc.get(name, ("", None))[0] == "OpaqueValueError":
+            return "opaque_value", (
+                f"opaque_value: test {name} compared a value of the candidate's that is not "
+                f"plain data; the judge does not let the candidate's code decide it; {summary}"
+            )
     for name in failing:
         exc_name, err = tests.exc.get(name, ("", None))
         denial = denial_reason(exc_name, err)

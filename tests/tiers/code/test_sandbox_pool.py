@@ -54,7 +54,11 @@ def test_pool_keeps_warm_locked_down_containers_and_removes_all_on_shutdown(
         assert host["Memory"] == host["MemorySwap"] == sandbox_settings.default_memory_mb << 20
         assert host["NanoCpus"] == int(sandbox_settings.cpus * 1e9)
         assert f"size={sandbox_settings.tmpfs_mb}m" in host["Tmpfs"]["/work"]
-        assert config["Config"]["User"] == "1000:1000"
+        # The judge is root with three capabilities; it starts the candidate as uid 1000.
+        assert config["Config"]["User"] == "0:0"
+        assert sorted(host["CapAdd"]) == ["KILL", "SETGID", "SETUID"]
+        assert "uid=0" in host["Tmpfs"]["/judge"]
+        assert "mode=0700" in host["Tmpfs"]["/judge"]
         assert host["Runtime"] == pool.runtime
     finally:
         pool.shutdown()

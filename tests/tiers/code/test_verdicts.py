@@ -182,11 +182,12 @@ def test_reported_tests_keep_the_worst_outcome_of_a_test() -> None:
             passed("test_a"),  # a teardown report after the failing call
             {"event": "result", "name": "test_b", "outcome": "skipped"},
             passed("test_b"),
-            passed("test_extra"),
+            passed("test_extra"),  # never collected: cannot add a pass
+            failed("test_a_setup"),  # never collected, but a failure: counts against
         ]
     )
-    assert tests.names == ["test_a", "test_b", "test_extra"]
-    assert tests.outcome == {"test_a": "failed", "test_b": "skipped", "test_extra": "passed"}
+    assert tests.names == ["test_a", "test_b", "test_a_setup"]
+    assert tests.outcome == {"test_a": "failed", "test_b": "skipped", "test_a_setup": "failed"}
     assert tests.exc["test_a"] == ("MemoryError", None)
     assert not tests.finished
 
@@ -200,3 +201,19 @@ def test_denial_reasons_and_test_matching() -> None:
     assert match_test("tests.py::test_x", ["test_x"]) == "test_x"
     assert match_test("test_x", ["test_x"]) == "test_x"
     assert match_test("other.txt::test_x", ["test_x"]) is None
+
+
+def test_invented_passing_names_do_not_dilute_a_failure() -> None:
+    # Issue 14: 98 passing results under names the tests never had turned 0 into 0.98.
+    events = [{"event": "collected", "tests": ["test_real"]}, failed("test_real")]
+    events += [passed(f"invented_{i}") for i in range(98)] + [{"event": "finished"}]
+    v = judge(report(events), expected=1)
+    assert (v.status, v.score) == (VerdictStatus.failed, 0.0)
+    assert v.components["tests_total"] == 1.0
+
+
+def test_an_expected_failure_is_not_a_pass() -> None:
+    events = [COLLECTED, passed("test_a"), {"event": "result", "name": "test_b",
+              "outcome": "xfailed", "when": "call"}, {"event": "finished"}]  # fmt: skip
+    v = judge(report(events))
+    assert (v.status, v.score) == (VerdictStatus.failed, 0.5)

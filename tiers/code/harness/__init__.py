@@ -1,8 +1,9 @@
 """The programs that run inside a sandbox container, kept as files that ruff and mypy check.
 
-`runner.py` is the harness (the container's PID 1); it runs `script_tests.py` for assert-style
-tests and writes `pytest_plugin.py` as the conftest.py of pytest tests. They are read from the
-installed package (package data) and put together into one program for `python3 -I -c`.
+`runner.py` is the judge (the container's PID 1); it starts `candidate.py` as the candidate's
+process under another uid, and runs `judge_rpc.py` with `script_tests.py` (assert-style tests)
+or `pytest_plugin.py` (pytest tests) in its test runner. They are read from the installed
+package (package data) and put together into one program for `python3 -I -c`.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from importlib import resources
 
 # runner.py's placeholder line -> the file whose text replaces its empty string.
 _EMBEDDED = {
+    'CANDIDATE_STUB = ""': "candidate.py",
+    'JUDGE_RPC = ""': "judge_rpc.py",
     'SCRIPT_HARNESS = ""': "script_tests.py",
-    'PYTEST_CONFTEST = ""': "pytest_plugin.py",
+    'PYTEST_HARNESS = ""': "pytest_plugin.py",
+    'IO_HARNESS = ""': "io_tests.py",
 }
 
 

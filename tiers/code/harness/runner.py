@@ -1,100 +1,62 @@
-"""The harness that runs inside a sandbox container (stdlib only, Python >= 3.8).
+"""The judge that runs inside a sandbox container (stdlib only, Python >= 3.8).
 
-The pool starts each container with this file's text (with the test programs it runs filled in,
-see SCRIPT_HARNESS below) as `python3 -I -c` and the harness as the container's PID 1, waiting
-for a JSON spec on stdin (or, for a one-off `docker run`, the spec as the remaining arguments).
-It writes the candidate's files into /work, runs the tests (or the program) in a child process
-in its own session with a wall-clock limit and output caps, collects per-test results through a
-pipe, kills everything else still running, and prints one JSON object on stdout. As PID 1 of
-the container's PID namespace it cannot be killed from inside, and when it exits the kernel
-kills whatever the candidate left behind. The host does not trust it either:
-it enforces its own deadline and output cap, and removes the container afterwards.
+The pool starts each container with this file's text (the programs it runs filled in, see
+CANDIDATE_STUB below) as `python3 -I -c`, as root with only the SETUID, SETGID and KILL
+capabilities, as the container's PID 1. Before it reads anything it makes itself non-dumpable
+and forks the candidate's process, which drops to CANDIDATE_UID and waits for its job; then it
+reads one JSON spec on stdin (or, for a one-off `docker run`, the spec as the remaining
+arguments). For tests it forks a test runner under its own uid that holds the tests, calls the
+candidate's functions through a pipe that carries only plain data, compares the values itself
+and records the results on a pipe only the judge reads; the candidate can read or signal
+neither process. It waits with a wall-clock limit and output caps, kills every other process,
+and prints one JSON object on stdout. The host does not trust it either: it enforces its own
+deadline and output cap, and removes the container afterwards.
 """
 
 from __future__ import annotations
 
-import binascii
 import errno
+import json
 import os
 import resource
 import select
 import sys
 import time
 
-# Every candidate pays for this interpreter's start-up, so the harness imports only C modules:
-# `signal` would pull in enum, `base64` and `json` re, `selectors` collections, `typing` itself
-# (together about 25 ms of CPU per candidate, on a budget of some 150).
+# `signal` would pull in enum; the C module is enough. json is imported once per container
+# (the test runner, forked from here, needs it anyway).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
-    from collections.abc import Callable
     from typing import Any
 else:
     import _signal as signal
 
+json_loads, json_dumps = json.loads, json.dumps
 
-def _json_codec() -> tuple[Callable[[str], Any], Callable[[Any], str]]:
-    """(loads, dumps) on json's C accelerator, without importing json (and so re).
-
-    Falls back to the json module where the accelerator is missing or differs. loads raises
-    ValueError for anything that is not one well-formed JSON value.
-    """
-    try:
-        import _json
-
-        class _Context:
-            strict = True
-            object_hook = None
-            object_pairs_hook = None
-            parse_float = float
-            parse_int = int
-            parse_constant = float  # NaN, Infinity, -Infinity
-
-        scan = _json.make_scanner(_Context())  # type: ignore[arg-type]  # duck-typed context
-
-        def _no_default(obj: object) -> object:
-            raise TypeError(f"{type(obj).__name__} is not JSON serializable")
-
-        encode = _json.make_encoder(
-            {}, _no_default, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True
-        )
-
-        def loads(text: str) -> Any:
-            text = text.strip(" \t\n\r")
-            try:
-                value, end = scan(text, 0)
-            except (StopIteration, RecursionError) as exc:
-                raise ValueError(f"not JSON: {text[:40]!r}") from exc
-            if end != len(text):
-                raise ValueError(f"extra data after the JSON value at {end}")
-            return value
-
-        def dumps(obj: Any) -> str:
-            return "".join(encode(obj, 0))
-
-        if loads(dumps({"a": [1, 2.5, None, True, "\u00e9"]})) == {
-            "a": [1, 2.5, None, True, "\u00e9"]
-        }:
-            return loads, dumps
-    except (ImportError, AttributeError, TypeError, ValueError):
-        pass
-    import json
-
-    return json.loads, json.dumps
-
-
-json_loads, json_dumps = _json_codec()
-
-WORK = "/work"
-HARNESS_DIR = "/work/.vs"
+WORK = "/work"  # the candidate's work dir: a tmpfs of CANDIDATE_UID, mode 0700
+JUDGE_DIR = "/judge"  # the judge's: a tmpfs of root, mode 0700, where the tests are written
+CANDIDATE_UID = 1000
+CANDIDATE_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": WORK,
+    "TMPDIR": WORK + "/.tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
 MAX_EVENT_BYTES = 4 * 1024 * 1024
+DELIVERED_MARK = b"vs:received\n"  # tiers.code.attach.DELIVERED_MARK
 
-# The programs the harness runs for the tests, kept in their own files next to this one
-# (script_tests.py: assert-style scripts, run in the test child; pytest_plugin.py: written as
-# /work/conftest.py). The host puts their text here when it builds the container's command
-# (tiers.code.harness.harness_program), as this program runs from `python3 -c`, not from a file.
+# The programs the harness runs, kept in their own files next to this one (candidate.py: the
+# candidate's process; judge_rpc.py: the proxies of the test runner; script_tests.py and
+# pytest_plugin.py: the two test runners). The host puts their text here when it builds the
+# container's command (tiers.code.harness.harness_program): this program runs from `python3 -c`.
+CANDIDATE_STUB = ""
+JUDGE_RPC = ""
 SCRIPT_HARNESS = ""
-PYTEST_CONFTEST = ""
+PYTEST_HARNESS = ""
+IO_HARNESS = ""
 
 
 def _cgroup_counter(paths_and_keys: list[tuple[str, str]]) -> int:
@@ -153,64 +115,96 @@ def _kill_all_but_init() -> None:
             return
 
 
-def _child_setup() -> None:
-    # The candidate, not the harness, is what the kernel should pick on OOM.
+def _prctl_not_dumpable() -> None:
+    """PR_SET_DUMPABLE 0: no process without CAP_SYS_PTRACE may open our memory or fds."""
     try:
-        with open("/proc/self/oom_score_adj", "w") as fh:
-            fh.write("1000")
-    except OSError:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except (ImportError, OSError, AttributeError):
         pass
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def _decode(data: bytes, total: int, cap: int) -> str:
-    text = data[:cap].decode("utf-8", errors="replace")
-    if total > cap:
-        text += f"\n[... {total - cap} more bytes not shown]"
-    return text
+def _high_dup(fd: int) -> int:
+    return int(__import__("fcntl").fcntl(fd, 1030, 100))  # F_DUPFD_CLOEXEC above 100
 
 
-def _spawn(
-    argv: list[str] | None,
-    source: str | None,
-    env: dict[str, str],
-    stdin_path: str | None,
-    result_w: int,
-) -> tuple[int, int, int]:
-    """Fork a child in its own session with stdout/stderr on new pipes; return (pid, out, err).
+def _start_candidate_process() -> tuple[int, int, int, int, int, int, int]:
+    """Fork the candidate's process before any spec is read, so its memory never held a test.
 
-    The child execs `argv`, or (saving a second interpreter start-up) runs `source` itself.
+    It drops to CANDIDATE_UID, keeps only its stdout/stderr pipes and fds 3 (requests) and 4
+    (answers), and execs a fresh interpreter running CANDIDATE_STUB. Returns (pid, req_w,
+    resp_r, out_r, err_r, out_w, err_w); the judge keeps out_w/err_w for the test runner.
     """
+    req_r, req_w = os.pipe()
+    resp_r, resp_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    for fd in (req_w, resp_r, out_r, err_r, out_w, err_w):
+        os.set_inheritable(fd, False)
     pid = os.fork()
     if pid:
-        os.close(out_w)
-        os.close(err_w)
-        return pid, out_r, err_r
+        os.close(req_r)
+        os.close(resp_w)
+        return pid, req_w, resp_r, out_r, err_r, out_w, err_w
+    try:
+        os.setsid()
+        keep = [_high_dup(fd) for fd in (req_r, resp_w, out_w, err_w)]
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        for target, fd in zip((3, 4, 1, 2), keep, strict=True):
+            os.dup2(fd, target)
+        os.closerange(5, 4096)
+        try:
+            with open("/proc/self/oom_score_adj", "w") as fh:
+                fh.write("1000")  # the candidate, not the judge, is what the kernel should pick
+        except OSError:
+            pass
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if os.getuid() == 0:
+            os.setgroups([])
+            os.setresgid(CANDIDATE_UID, CANDIDATE_UID, CANDIDATE_UID)
+            os.setresuid(CANDIDATE_UID, CANDIDATE_UID, CANDIDATE_UID)
+        os.chdir(WORK)
+        env = dict(CANDIDATE_ENV)
+        os.execve(sys.executable, [sys.executable, "-I", "-u", "-B", "-c", CANDIDATE_STUB], env)
+    finally:
+        os._exit(126)
+
+
+def _start_test_runner(
+    program: str, job: dict[str, Any], tests: str, req_w: int, resp_r: int, out_w: int, err_w: int
+) -> tuple[int, int]:
+    """Fork the test runner: the judge's uid, the tests, the proxies, the record of results.
+    Returns (pid, read end of its result pipe)."""
+    result_r, result_w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(result_w)
+        return pid, result_r
     code = 1
     try:
         os.setsid()
-        _child_setup()
-        stdin_fd = os.open(stdin_path or os.devnull, os.O_RDONLY)
-        os.dup2(stdin_fd, 0)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        os.closerange(3, result_w)
-        os.closerange(result_w + 1, 1024)
-        os.chdir(WORK)
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        if argv is not None:
-            os.set_inheritable(result_w, True)
-            os.execve(argv[0], argv, env)
+        os.makedirs(JUDGE_DIR + "/tmp", exist_ok=True)
+        os.chdir(JUDGE_DIR)
         os.environ.clear()
-        os.environ.update(env)
+        os.environ.update(PATH="/usr/bin:/bin", HOME=JUDGE_DIR, TMPDIR=JUDGE_DIR + "/tmp")
+        os.environ.update(LANG="C.UTF-8", PYTHONDONTWRITEBYTECODE="1")
+        os.environ.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
         sys.stdout.reconfigure(write_through=True)  # type: ignore[union-attr]
         sys.stderr.reconfigure(write_through=True)  # type: ignore[union-attr]
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        scope: dict[str, Any] = {"__name__": "__judge__"}
+        exec(_compiled(JUDGE_RPC, "<judge_rpc>"), scope)
+        scope["connect"](req_w, resp_r)
+        scope.update(_result_fd=result_w, _job=job, _tests=tests)
         try:
-            harness_globals = {"__name__": "__harness__", "_json_dumps": json_dumps}
-            exec(compile(source or "", "<harness>", "exec"), harness_globals)
+            exec(_compiled(program, "<test_runner>"), scope)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
@@ -226,44 +220,62 @@ def _spawn(
             os._exit(code)
 
 
-def _run_child(
-    argv: list[str] | None,
-    env: dict[str, str],
+_COMPILED: dict[str, Any] = {}
+
+
+def _compiled(source: str, name: str) -> Any:
+    if source not in _COMPILED:
+        _COMPILED[source] = compile(source, name, "exec")
+    return _COMPILED[source]
+
+
+def _preload() -> None:
+    """While the container waits for its candidate, do the test runner's start-up work once:
+    its modules and code are then inherited by the fork instead of paid for per candidate."""
+    import linecache  # noqa: F401
+    import traceback  # noqa: F401
+
+    _compiled(JUDGE_RPC, "<judge_rpc>")
+    _compiled(SCRIPT_HARNESS, "<test_runner>")
+    _compiled(IO_HARNESS, "<test_runner>")
+
+
+def _send_job(fd: int, job: dict[str, Any]) -> None:
+    data = json_dumps(job).encode()
+    os.write(fd, len(data).to_bytes(4, "big") + data)
+
+
+def _watch(
+    main_pid: int,
+    streams: dict[int, str],
     timeout_s: float,
-    stdin_path: str | None,
     cap: int,
     limit: int,
-    source: str | None = None,
 ) -> dict[str, Any]:
-    """Run `argv` (or `source`) in its own session; return what happened, with capped output."""
-    result_r, result_w = os.pipe()
+    """Wait for `main_pid` within `timeout_s`, reading `streams` with caps; then kill the rest."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     os.set_blocking(wake_r, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     old_wakeup = signal.set_wakeup_fd(wake_w)
-    env = dict(env, VS_RESULT_FD=str(result_w))
     started = time.monotonic()
-    pid, out_r, err_r = _spawn(argv, source, env, stdin_path, result_w)
-    os.close(result_w)
     status: int | None = None
 
     def poll() -> int | None:
         nonlocal status
         if status is None:
-            done, raw = os.waitpid(pid, os.WNOHANG)
+            done, raw = os.waitpid(main_pid, os.WNOHANG)
             if done:
                 status = os.waitstatus_to_exitcode(raw)
         return status
 
     poller = select.poll()
-    streams = {out_r: "stdout", err_r: "stderr", result_r: "events"}
     for fd in streams:
         os.set_blocking(fd, False)
         poller.register(fd, select.POLLIN)
     poller.register(wake_r, select.POLLIN)
-    kept = {"stdout": bytearray(), "stderr": bytearray(), "events": bytearray()}
-    totals = {"stdout": 0, "stderr": 0, "events": 0}
+    kept = {name: bytearray() for name in streams.values()}
+    totals = dict.fromkeys(streams.values(), 0)
     timed_out = output_exceeded = False
     deadline = started + timeout_s
     open_fds = set(streams)
@@ -283,10 +295,10 @@ def _run_child(
                 open_fds.discard(fd)
                 return
             totals[name] += len(data)
-            room = (MAX_EVENT_BYTES if name == "events" else cap) - len(kept[name])
+            room = (cap if name in ("stdout", "stderr") else MAX_EVENT_BYTES) - len(kept[name])
             if room > 0:
                 kept[name] += data[:room]
-            if totals["stdout"] + totals["stderr"] > limit or totals["events"] > MAX_EVENT_BYTES:
+            if totals["stdout"] + totals["stderr"] > limit:
                 output_exceeded = True
                 return
 
@@ -306,12 +318,6 @@ def _run_child(
             elif fd in open_fds:
                 pump(fd)
     elapsed = time.monotonic() - started
-    if timed_out or output_exceeded:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    # What the test wrote before it ended is in the pipes; take it before looking for strays.
     for fd in list(open_fds):
         if not output_exceeded:
             pump(fd)
@@ -319,11 +325,17 @@ def _run_child(
     strays = {
         other: comm
         for other, comm in _live_processes().items()
-        if other not in (1, me, pid) and other not in BASELINE_PIDS
+        if other not in (1, me, main_pid, CANDIDATE_PID) and other not in BASELINE_PIDS
     }
+    candidate_status = _status_now(CANDIDATE_PID) if main_pid != CANDIDATE_PID else None
     _kill_all_but_init()
+    if main_pid != CANDIDATE_PID and candidate_status is None:
+        try:
+            os.waitpid(CANDIDATE_PID, 0)  # reaped, so its CPU counts in the report's cpu_s
+        except ChildProcessError:
+            pass
     if poll() is None:
-        _, raw = os.waitpid(pid, 0)
+        _, raw = os.waitpid(main_pid, 0)
         status = os.waitstatus_to_exitcode(raw)
     drain_deadline = time.monotonic() + 0.5
     while open_fds and not output_exceeded and time.monotonic() < drain_deadline:
@@ -332,20 +344,15 @@ def _run_child(
                 pump(fd)
     signal.set_wakeup_fd(old_wakeup)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    for fd in (result_r, out_r, err_r, wake_r, wake_w):
+    for fd in (*streams, wake_r, wake_w):
         os.close(fd)
-    events = []
-    for line in bytes(kept["events"]).splitlines():
-        try:
-            event = json_loads(line.decode())
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
     code = status
     return {
         "exit_code": code if code is not None and code >= 0 else None,
         "signal": -code if code is not None and code < 0 else None,
+        "candidate_signal": -candidate_status
+        if candidate_status and candidate_status < 0
+        else None,
         "timed_out": timed_out,
         "output_exceeded": output_exceeded,
         "duration_s": round(elapsed, 4),
@@ -353,90 +360,88 @@ def _run_child(
         "stderr": _decode(bytes(kept["stderr"]), totals["stderr"], cap),
         "stdout_bytes": totals["stdout"],
         "stderr_bytes": totals["stderr"],
-        "events": events,
+        "events": _parse_lines(bytes(kept.get("events", b""))),
+        "rpc": bytes(kept.get("rpc", b"")),
         "strays": sorted(set(strays.values()))[:20],
     }
 
 
-def _write(path: str, text_or_bytes: str | bytes) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    if isinstance(text_or_bytes, bytes):
-        with open(path, "wb") as fh:
-            fh.write(text_or_bytes)
-    else:
-        with open(path, "w") as fh:
-            fh.write(text_or_bytes)
+def _decode(data: bytes, total: int, cap: int) -> str:
+    text = data[:cap].decode("utf-8", errors="replace")
+    if total > cap:
+        text += f"\n[... {total - cap} more bytes not shown]"
+    return text
 
 
-def _safe_path(rel: str) -> str:
-    path = os.path.normpath(os.path.join(WORK, rel))
-    if path != WORK and not path.startswith(WORK + "/"):
-        raise ValueError(f"file path {rel!r} is outside the work directory")
-    return path
+def _status_now(pid: int) -> int | None:
+    try:
+        done, raw = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(raw) if done else None
+
+
+def _parse_lines(data: bytes) -> list[dict[str, Any]]:
+    events = []
+    for line in data.splitlines():
+        try:
+            event = json_loads(line.decode())
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def _rpc_message(data: bytes) -> dict[str, Any]:
+    """The candidate's one message of a run (its setup failed, or the files it was asked for)."""
+    size = int.from_bytes(data[:4], "big")
+    try:
+        value = json_loads(data[4 : 4 + size].decode())
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def main() -> None:
     spec = json_loads("".join(sys.argv[1:]) or sys.stdin.read())
+    os.write(2, DELIVERED_MARK)  # the host retries a candidate on another container only without it
     cap = int(spec["output_cap"])
     limit = int(spec["output_limit"])
-    timeout_s = float(spec["timeout_s"])
-    os.makedirs(HARNESS_DIR, exist_ok=True)
-    os.makedirs(WORK + "/.tmp", exist_ok=True)
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": WORK,
-        "TMPDIR": WORK + "/.tmp",
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONUNBUFFERED": "1",
-    }
+    timeout_s = float(spec["timeout_s"]) * (2 if spec.get("setup") else 1)
     report: dict[str, Any] = {"harness": "ok", "oom_kills": 0, "pids_max_hits": 0}
     oom0, pids0 = _oom_kills(), _pids_max_hits()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-
-    if spec.get("setup"):
-        _write(HARNESS_DIR + "/setup.py", spec["setup"])
-        report["setup"] = _run_child(
-            [sys.executable, HARNESS_DIR + "/setup.py"], env, timeout_s, None, cap, limit
-        )
-        if report["setup"]["exit_code"] != 0:
-            _finish(report, oom0, pids0, cpu0)
-            return
-
-    for rel, content in (spec.get("files") or {}).items():
-        _write(_safe_path(rel), binascii.a2b_base64(content or ""))
-    _write(WORK + "/solution.py", spec["code"])
-    stdin_path = None
-    if spec.get("stdin"):
-        stdin_path = HARNESS_DIR + "/stdin"
-        _write(stdin_path, spec["stdin"])
     mode = spec["mode"]
-    argv: list[str] | None
+    job = {k: spec.get(k) for k in ("mode", "code", "files", "stdin", "setup", "fetch_files")}
+    job["fetch_cap"] = cap
+    streams = {OUT_R: "stdout", ERR_R: "stderr"}
     if mode == "run":
-        argv = [sys.executable, WORK + "/solution.py"]
-    elif mode == "pytest":
-        _write(WORK + "/test_solution.py", spec["tests"])
-        _write(WORK + "/conftest.py", PYTEST_CONFTEST)
-        argv = [
-            sys.executable, "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider",
-            "-o", "console_output_style=classic", "--rootdir", WORK, "test_solution.py",
-        ]  # fmt: skip
+        os.close(OUT_W)
+        os.close(ERR_W)
+        _send_job(REQ_W, job)
+        streams[RESP_R] = "rpc"
+        main_pid = CANDIDATE_PID
     else:
-        _write(WORK + "/tests.py", spec["tests"])
-        argv = None
-    source = SCRIPT_HARNESS if argv is None else None
-    report["run"] = _run_child(argv, env, timeout_s, stdin_path, cap, limit, source)
-
-    fetched: dict[str, str] = {}
-    for rel in spec.get("fetch_files") or []:
-        try:
-            with open(_safe_path(rel), "rb") as fh:
-                data = fh.read(cap + 1)
-        except (OSError, ValueError):
-            continue
-        if len(data) <= cap:
-            fetched[rel] = binascii.b2a_base64(data, newline=False).decode()
-    report["files"] = fetched
+        program = {"script": SCRIPT_HARNESS, "io": IO_HARNESS}.get(mode, PYTEST_HARNESS)
+        tests = json_dumps(spec["io"]) if mode == "io" else spec["tests"]
+        main_pid, result_r = _start_test_runner(program, job, tests, REQ_W, RESP_R, OUT_W, ERR_W)
+        os.close(OUT_W)
+        os.close(ERR_W)
+        streams[result_r] = "events"
+    run = _watch(main_pid, streams, timeout_s, cap, limit)
+    message = _rpc_message(run.pop("rpc"))
+    setup_failed = [e for e in run["events"] if e.get("event") == "setup_failed"]
+    if "setup_failed" in message or setup_failed:
+        code = message.get("setup_failed") or (setup_failed or [{}])[0].get("code") or 1
+        report["setup"] = dict(run, exit_code=code)
+        _finish(report, oom0, pids0, cpu0)
+        return
+    if run["candidate_signal"] and run["signal"] is None:
+        run["signal"] = run["candidate_signal"]  # the candidate's process was killed
+    report["run"] = run
+    files = message.get("files")
+    report["files"] = files if isinstance(files, dict) else {}
     _finish(report, oom0, pids0, cpu0)
 
 
@@ -452,6 +457,10 @@ def _finish(report: dict[str, Any], oom0: int, pids0: int, cpu0: resource.struct
 BASELINE_PIDS = set(_live_processes())
 
 if __name__ == "__main__":
+    _prctl_not_dumpable()
+    CANDIDATE_PID, REQ_W, RESP_R, OUT_R, ERR_R, OUT_W, ERR_W = _start_candidate_process()
+    if not sys.argv[1:]:
+        _preload()
     try:
         main()
     except OSError as exc:

@@ -1,31 +1,44 @@
-"""Runs an assert-style test script inside the sandbox (the runner's test child executes it).
+"""Runs an assert-style test script in the judge's test runner, inside the sandbox.
 
-The solution and the tests share one namespace (as when they are concatenated into one file),
-and each top-level `assert` is one test. Results go out as JSON lines on the pipe the runner
-opened (fd in VS_RESULT_FD). The runner executes this text in the globals
-{"__name__": "__harness__", "_json_dumps": <its JSON encoder>}: json itself would import re.
+The tests run in a namespace that holds the solution's names as the judge's proxies (as when
+solution and tests are concatenated into one file), and each top-level `assert` is one test.
+Results go out as JSON lines on the result pipe, which only the judge reads. The runner
+executes this text in the globals of judge_rpc.py, with _result_fd, _job and _tests added.
 """
 
 from __future__ import annotations
 
 import _ast
 import os
-import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tiers.code.harness.judge_rpc import (
+        MONITOR,
+        CandidateGoneError,
+        start_candidate,
+    )
 
 TRACEBACK_CHARS = 4000
+# Put in these globals by the runner (tiers/code/harness/runner.py, _start_test_runner).
+_result_fd: int = globals()["_result_fd"]
+_job: dict[str, Any] = globals()["_job"]
+_tests: str = globals()["_tests"]
 
-_json_dumps = globals()["_json_dumps"]  # put there by the runner
-
-_out = os.fdopen(int(os.environ.pop("VS_RESULT_FD")), "w", buffering=1)
+_out = os.fdopen(_result_fd, "w", buffering=1)
 
 
-def _emit(obj: dict[str, object]) -> None:
-    _out.write(_json_dumps(obj) + "\n")
+def _emit(obj: dict[str, Any]) -> None:
+    import json
+
+    _out.write(json.dumps(obj) + "\n")
     _out.flush()
 
 
-def _describe(exc: BaseException) -> dict[str, object]:
-    import traceback  # only on failure: it costs an import of re and tokenize
+def _describe(exc: BaseException) -> dict[str, Any]:
+    import traceback
 
     tb = exc.__traceback__
     lines = traceback.format_exception(type(exc), exc, tb.tb_next if tb is not None else None)
@@ -36,68 +49,73 @@ def _describe(exc: BaseException) -> dict[str, object]:
     }
 
 
-tests_src = open("/work/tests.py").read()
-# _ast, not ast: the same tree without ast.py's import of enum.
-tree = compile(tests_src, "tests.py", "exec", _ast.PyCF_ONLY_AST)
-assert isinstance(tree, _ast.Module)  # what "exec" mode parses to; tells the type checker
-asserts = [n for n in tree.body if isinstance(n, _ast.Assert)]
-names = [f"line_{n.lineno}" for n in asserts] or ["script"]
-_emit({"event": "collected", "tests": names})
-module = type(sys)("__main__")
-module.__file__ = "/work/solution.py"
-sys.modules["__main__"] = module
-sys.path.insert(0, "/work")
-try:
-    exec(compile(open("/work/solution.py").read(), "solution.py", "exec"), module.__dict__)
-except BaseException as exc:
-    info = _describe(exc)
-    _emit(dict(info, event="solution_error"))
+def _not_run(names: list[str], why: str) -> None:
     for name in names:
-        _emit(
-            {
-                "event": "result",
-                "name": name,
-                "outcome": "failed",
-                "message": "not run: solution.py raised " + str(info["exc"]),
-            }
-        )
-    _emit({"event": "finished"})
-    raise SystemExit(1) from None
-failed_at = None
-_failures = 0
-for node in tree.body:
-    name = f"line_{node.lineno}"
-    if failed_at is not None:
-        if isinstance(node, _ast.Assert):
-            message = "not run: " + failed_at
-            _emit({"event": "result", "name": name, "outcome": "failed", "message": message})
-        continue
+        _emit({"event": "result", "name": name, "outcome": "failed", "message": "not run: " + why})
+
+
+def _run() -> int:
+    import linecache
+
+    # Tracebacks show the failing line of the tests, which are in no file here.
+    linecache.cache["tests.py"] = (len(_tests), None, _tests.splitlines(True), "tests.py")
+    tree = compile(_tests, "tests.py", "exec", _ast.PyCF_ONLY_AST)
+    assert isinstance(tree, _ast.Module)
+    asserts = [n for n in tree.body if isinstance(n, _ast.Assert)]
+    names = [f"line_{n.lineno}" for n in asserts] or ["script"]
+    _emit({"event": "collected", "tests": names})
     try:
-        exec(
-            compile(_ast.Module(body=[node], type_ignores=[]), "tests.py", "exec"), module.__dict__
-        )
-    except BaseException as exc:
-        info = _describe(exc)
-        _failures += 1
-        if isinstance(node, _ast.Assert):
-            _emit(dict(info, event="result", name=name, outcome="failed"))
+        state = start_candidate(_job)
+    except CandidateGoneError:
+        _not_run(names, "the candidate's process ended while loading solution.py")
+        return 1
+    if "setup_failed" in state:
+        _emit({"event": "setup_failed", "code": state["setup_failed"]})
+        return 1
+    if "solution_error" in state:
+        info = state["solution_error"]
+        _emit({"event": "solution_error", "traceback": str(info.get("traceback")),
+               "exc": str(info.get("type")), "errno": info.get("errno")})  # fmt: skip
+        _not_run(names, "solution.py raised " + str(info.get("type")))
+        _emit({"event": "finished"})
+        return 1
+    scope: dict[str, Any] = dict(state["names"], __name__="__main__")
+    failed_at = None
+    failures = 0
+    for node in tree.body:
+        name = f"line_{node.lineno}"
+        if failed_at is not None:
+            if isinstance(node, _ast.Assert):
+                _not_run([name], failed_at)
+            continue
+        try:
+            code = compile(_ast.Module(body=[node], type_ignores=[]), "tests.py", "exec")
+            exec(code, scope)
+        except CandidateGoneError:
+            pending = [f"line_{n.lineno}" for n in asserts if n.lineno >= node.lineno]
+            _not_run(pending or [name], "the candidate's process ended during the tests")
+            return 1
+        except Exception as exc:
+            info = _describe(exc)
+            failures += 1
+            if isinstance(node, _ast.Assert):
+                _emit(dict(info, event="result", name=name, outcome="failed"))
+            else:
+                failed_at = f"line {node.lineno} raised {info['exc']}"
+                _emit(dict(info, event="result", outcome="failed",
+                           name=name + "_setup" if asserts else "script"))  # fmt: skip
         else:
-            # A statement that is not a test failed: the remaining tests cannot run.
-            failed_at = f"line {node.lineno} raised {info['exc']}"
-            _emit(
-                dict(
-                    info,
-                    event="result",
-                    name=name + "_setup" if asserts else "script",
-                    outcome="failed",
-                    extra=bool(asserts),
-                )
-            )
-    else:
-        if isinstance(node, _ast.Assert):
-            _emit({"event": "result", "name": name, "outcome": "passed"})
-if not asserts and failed_at is None:
-    _emit({"event": "result", "name": "script", "outcome": "passed"})
-_emit({"event": "finished"})
-_out.close()
-raise SystemExit(0 if failed_at is None and not _failures else 1)
+            if isinstance(node, _ast.Assert):
+                _emit({"event": "result", "name": name, "outcome": "passed"})
+    if not asserts and failed_at is None:
+        _emit({"event": "result", "name": "script", "outcome": "passed"})
+    _emit({"event": "finished"})
+    return 0 if failed_at is None and not failures else 1
+
+
+try:
+    _code = _run()
+finally:
+    _emit({"event": "monitor", "signals": sorted(MONITOR)})
+    _out.close()
+raise SystemExit(_code)
