@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 from bench_load import free_port, nci
-from rdkit import Chem, RDLogger
+from rdkit import Chem, rdBase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support import (
@@ -90,7 +90,7 @@ DFT_POLICY = {
 
 def tiny_molecules() -> list[str]:
     """Distinct molecules of at most 4 heavy atoms (chem.dft takes a second or two on each)."""
-    RDLogger.DisableLog("rdApp.*")  # type: ignore[no-untyped-call]
+    rdBase.DisableLog("rdApp.*")
     seen: set[str] = set()
     tokens = ["C", "N", "O", "S", "F", "=C", "=O", "#N", "(C)", "(O)"]
     for n in range(1, 5):
@@ -144,7 +144,7 @@ class Trainers:
         rng = random.Random(16)
         pool = nci()
         rng.shuffle(pool)
-        self._repeats, self._pool = pool[:100], pool[100:]
+        self._repeats, self._pool = pool[:240], pool[100:]
         self._tiny = tiny_molecules()
         rng.shuffle(self._tiny)
         self._threads = [threading.Thread(target=self._run, args=(i,)) for i in range(n)]
@@ -265,7 +265,7 @@ class Run:
     families: list[str]
 
     def log_size(self, name: str) -> int:
-        return self.service.logs[name].stat().st_size
+        return int(self.service.logs[name].stat().st_size)
 
     def kill_worker_holding_work(self, name: str, queues: str, since: int, timeout: float) -> str:
         """SIGKILL the worker once its log shows a task received after `since`; start again."""
@@ -360,7 +360,7 @@ def check_jobs(trainers: Trainers, url: str, key: str, timeout: float) -> dict[s
                     final += 1
                     c[f"reward {status}"] += 1
                     if status != "scored":
-                        reason = str(item["reward"].get("reason"))[:100]
+                        reason = str(item["reward"].get("reason"))[:240]
                         c[f"reason {status}: {reason} {tiers}"] += 1
                     for tier in tiers:
                         c[f"verdicts {tier}"] += 1
