@@ -355,8 +355,11 @@ def check_jobs(trainers: Trainers, url: str, key: str, timeout: float) -> dict[s
                 tiers = [v["tier"] for v in item["verdicts"]]
                 c["duplicated"] += len(tiers) - len(set(tiers))
                 verdicts += len(tiers)
-                status = item["reward"]["status"]
-                if item["state"] == "done" and status != "pending":
+                status = (item["reward"] or {}).get("status", "none")
+                if item["state"] != "done" or status in ("pending", "none"):
+                    stuck = f"stuck {item['state']} after {tiers} (job {job['status']})"
+                    c[stuck] += 1
+                elif item["state"] == "done":
                     final += 1
                     c[f"reward {status}"] += 1
                     if status != "scored":
@@ -439,7 +442,7 @@ def main() -> None:
         print(f"{phase:24}" + "".join(f"{c[k]:>17}" for k in columns)
               + f"  {c['503 seen (retried)']:>13}")  # fmt: skip
     for phase, c in counts.items():
-        prefixes = ("reward ", "verdicts ", "reason ")
+        prefixes = ("reward ", "verdicts ", "reason ", "stuck ")
         extra = {k: v for k, v in sorted(c.items()) if k.startswith(prefixes)}
         print(f"  {phase}: {notes.get(phase, '')} {json.dumps(extra)}")
     internal = api_log.count("Internal Server Error")
@@ -455,7 +458,8 @@ def main() -> None:
         "skipped": {"sandbox": no_docker} if no_docker else {},
         "faults": {p: {k: c[k] for k in shown} for p, c in counts.items()},
         "not_scored": {
-            p: {k: v for k, v in c.items() if k.startswith("reason ")} for p, c in counts.items()
+            p: {k: v for k, v in c.items() if k.startswith(("reason ", "stuck "))}
+            for p, c in counts.items()
         },
         "notes": notes,
         "total": {k: total[k] for k in shown},

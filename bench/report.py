@@ -219,6 +219,9 @@ def render(results: list[Result], info: dict[str, str], full: bool) -> str:
             if result.figures is None:
                 lines += ["No figures (the run failed):", "", "```", result.tail, "```", ""]
                 continue
+            if result.rc:
+                lines += ["The run exited with an error; its last output:", "", "```"]
+                lines += [result.tail[-1500:], "```", ""]
             flat = flatten(result.figures)
             targets = [t for t in TARGETS.get(bench, []) if t.variant in ("", result.variant)]
             if targets:
