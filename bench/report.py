@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -176,7 +176,13 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
+def fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def verdict(target: Target, figures: dict[str, Any]) -> str:
+    if target.held_to.startswith("reported"):
+        return "reported"
     try:
         met = target.check(figures)
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
@@ -239,7 +245,7 @@ def render(results: list[Result], info: dict[str, str], full: bool) -> str:
                     )
                 lines.append("")
             lines += ["| figure | value |", "|---|---|"]
-            lines += [f"| {k} | {v} |" for k, v in flat.items()]
+            lines += [f"| {k} | {fmt(v)} |" for k, v in flat.items()]
             lines.append("")
     lines += ["## Targets no benchmark here measures yet", ""]
     lines += [f"- {name}" for name in UNMEASURED]
@@ -251,8 +257,16 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="long forms of every benchmark")
     parser.add_argument("--only", help="comma-separated names, e.g. load,faults (bench_ optional)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "BENCHMARKS.md")
+    parser.add_argument("--save", type=Path, help="also keep the runs' results in this JSON file")
+    parser.add_argument("--render", type=Path, help="write the page from a --save file, run none")
     args = parser.parse_args()
     wanted = {w if w.startswith("bench_") else f"bench_{w}" for w in (args.only or "").split(",")}
+    if args.render:
+        saved = json.loads(args.render.read_text())
+        loaded = [Result(**r) for r in saved["results"]]
+        args.out.write_text(render(loaded, saved["machine"], saved["full"]))
+        print(f"wrote {args.out}")
+        return
     info = machine()
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
@@ -265,6 +279,9 @@ def main() -> None:
                 continue
             for variant, spec in SPECS.get(path.stem, {"": Spec()}).items():
                 results.append(run_one(path, variant, spec, args.full, Path(tmp)))
+    if args.save:
+        saved = {"machine": info, "full": args.full, "results": [asdict(r) for r in results]}
+        args.save.write_text(json.dumps(saved, indent=2) + "\n")
     args.out.write_text(render(results, info, args.full))
     print(f"wrote {args.out}")
 

@@ -25,7 +25,11 @@ class Target:
 
 
 def key(name: str, unit: str = "") -> Callable[[Figures], str]:
-    return lambda f: f"{f[name]}{unit}"
+    def show(f: Figures) -> str:
+        value = f[name]
+        return f"{value:.4g}{unit}" if isinstance(value, float) else f"{value}{unit}"
+
+    return show
 
 
 def p95_keys(f: Figures) -> list[str]:
