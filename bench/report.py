@@ -177,7 +177,29 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def fmt(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    text = f"{value:.4g}" if isinstance(value, float) else str(value)
+    return " ".join(text.split()).replace("|", "\\|")  # one table cell
+
+
+def pivots(figures: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """Top-level figures that are one row per name with the same columns (e.g. per fault)."""
+    if not isinstance(figures, dict):
+        return {}
+    found = {}
+    for name, value in figures.items():
+        rows = list(value.values()) if isinstance(value, dict) and value else []
+        if rows and all(isinstance(r, dict) and r.keys() == rows[0].keys() for r in rows):
+            if rows[0] and not any(isinstance(v, dict) for v in rows[0].values()):
+                found[name] = value
+    return found
+
+
+def pivot_table(name: str, rows: dict[str, dict[str, Any]]) -> list[str]:
+    columns = list(next(iter(rows.values())))
+    lines = [f"| {name} | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for row, values in rows.items():
+        lines.append(f"| {fmt(row)} | " + " | ".join(fmt(values[c]) for c in columns) + " |")
+    return [*lines, ""]
 
 
 def verdict(target: Target, figures: dict[str, Any]) -> str:
@@ -244,8 +266,13 @@ def render(results: list[Result], info: dict[str, str], full: bool) -> str:
                         f"| {t.name} | {shown} | {t.held_to} | {t.source} | {verdict(t, flat)} |"
                     )
                 lines.append("")
+            tables = pivots(result.figures)
+            for name, rows in tables.items():
+                lines += pivot_table(name, rows)
+            rest = {k: v for k, v in result.figures.items() if k not in tables} if tables else None
             lines += ["| figure | value |", "|---|---|"]
-            lines += [f"| {k} | {fmt(v)} |" for k, v in flat.items()]
+            rest_flat = flat if rest is None else flatten(rest)
+            lines += [f"| {fmt(k)} | {fmt(v)} |" for k, v in rest_flat.items()]
             lines.append("")
     lines += ["## Targets no benchmark here measures yet", ""]
     lines += [f"- {name}" for name in UNMEASURED]
