@@ -90,6 +90,7 @@ def main() -> None:
         help="JSON file of the expensive tier's verdicts: read if present, else written "
         "(lets a sweep of cascade settings reuse one ground-truth computation)",
     )
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     doc = parse_policy(policy_text(args.top_k, args.audit), fmt="yaml")
     smiles = nci(args.n)
@@ -169,6 +170,21 @@ def main() -> None:
     n = len(smiles)
     print(f"expensive calls / all items : {calls} / {n} = {calls / n:.1%} (target <= 20%)")
     print(f"true top-10% at full fid.   : {reached} / {len(top)} = {recall:.1%} (target >= 90%)")
+    if args.json:
+        figures = {
+            "molecules": n,
+            "valid": every,
+            "group": args.group,
+            "top_k": args.top_k,
+            "audit": args.audit,
+            "chem_fast_s": round(fast_s, 2),
+            "expensive_s": round(expensive_s, 2),
+            "expensive_calls": calls,
+            "expensive_calls_per_valid": round(calls / every, 4),
+            "expensive_calls_per_item": round(calls / n, 4),
+            "top10_recall": round(recall, 4),
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 if __name__ == "__main__":

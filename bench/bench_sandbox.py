@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from tiers.base import Candidate, VerdictStatus
@@ -311,6 +312,7 @@ def main() -> None:
     parser.add_argument(
         "--runtime", default=None, help="OCI runtime for every mode; default: the setting (auto)"
     )
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
     sandbox = get_settings().sandbox.model_copy(
@@ -362,6 +364,8 @@ def main() -> None:
             print("burst pool / sustained pool", json.dumps(results["burst_vs_sustained_pool"]),
                   flush=True)  # fmt: skip
     print(json.dumps(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":
