@@ -21,7 +21,7 @@ from verifier_service.core.db import utcnow
 from verifier_service.events import service as events
 from verifier_service.ladder import repository
 from verifier_service.ladder.budgets import BudgetBook
-from verifier_service.ladder.deferred import DeferredWork, Fallback, handler_for
+from verifier_service.ladder.deferred import Closing, DeferredWork, handler_for
 from verifier_service.ladder.execute import TierRun, execute, keyed_candidate
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
 from verifier_service.ladder.rewards import leaf_reward, trajectory_reward
@@ -202,14 +202,16 @@ class LadderPass:
         that tier's config says."""
         pending = [i for i in items if i.state != ItemState.done]
         self._load_verdicts(pending)
-        fallbacks = self._close_deferred([i for i in pending if i.state == ItemState.deferred])
+        closings = self._close_deferred([i for i in pending if i.state == ItemState.deferred])
         for item in pending:
-            fallback = fallbacks.get(item.id)
-            if fallback is None:
+            closing = closings.get(item.id)
+            if closing is None:
                 self._finish(item, stop)
             else:
                 detail = f"{self._step_tier(item)} had not answered"
-                self._finish(item, Stop(stop.kind, detail), fallback)
+                if closing.still_open:
+                    detail += "; its answer will revise this reward"
+                self._finish(item, Stop(stop.kind, detail), closing.fallback)
 
     def deliver(self, item: Item, verdict: Verdict) -> LadderResult:
         """A deferred tier's verdict for an item it held: store it (with its content key, so
@@ -218,6 +220,23 @@ class LadderPass:
         key, _ = keyed_candidate(step.tier, dict(step.config), item)
         self.record(item, item.step, verdict, key)
         return self.advance([item])
+
+    def deliver_late(self, item: Item, verdict: Verdict) -> LadderResult:
+        """A deferred tier's verdict for an item that took a fallback reward when it stopped
+        waiting (the job's deadline): stored, and the item's reward made anew from every
+        verdict is its next revision (the steps after this one are not run: the job is over)."""
+        step = self.doc.ladder_for(item.kind)[item.step]
+        key, _ = keyed_candidate(step.tier, dict(step.config), item)
+        records = self._records(item)
+        records.append(repository.add_verdict(self.session, item.id, item.step, verdict, key))
+        observe.verdict(self.session, verdict)
+        later = len(self.doc.ladder_for(item.kind)) - item.step - 1
+        stop = FINISHED
+        if later > 0:
+            stop = Stop(StopKind.deadline, f"{step.tier} answered late; later steps not run")
+        context = self._context(item, item.step)
+        self.revise(item, leaf_reward(self.doc, item, records, stop, context))
+        return self.result
 
     def record(self, item: Item, step: int, verdict: Verdict, key: str | None) -> None:
         """Store a tier's verdict for an item that was running (or answered by the cache)."""
@@ -338,19 +357,20 @@ class LadderPass:
                     provenance=[r.id for r in records],
                 ).model_dump(mode="json")
 
-    def _close_deferred(self, items: Sequence[Item]) -> dict[str, Fallback]:
-        """Close the deferred work of items that stop waiting; each one's reward fallback."""
+    def _close_deferred(self, items: Sequence[Item]) -> dict[str, Closing]:
+        """Tell deferred tiers their items stop waiting; each one's fallback and whether its
+        work stays open."""
         by_step: dict[tuple[str, int], list[Item]] = defaultdict(list)
         for item in items:
             by_step[(item.kind, item.step)].append(item)
-        fallbacks: dict[str, Fallback] = {}
+        fallbacks: dict[str, Closing] = {}
         for (kind, step), group in by_step.items():
             ladder_step = self.doc.ladder_for(kind)[step]
             handler = handler_for(ladder_step.tier)
             if handler is None:  # a process without the handler: the policy's fallback
                 continue
-            fallback = handler.close(self.session, group, dict(ladder_step.config))
-            fallbacks.update((i.id, fallback) for i in group)
+            closing = handler.close(self.session, group, dict(ladder_step.config))
+            fallbacks.update((i.id, closing) for i in group)
         return fallbacks
 
     # ------------------------------------------------------------------ gates
@@ -503,19 +523,37 @@ def advance_job(session: Session, job_id: str) -> LadderResult:
     return LadderPass(session, job, policy).advance(items)
 
 
-def record_deferred(session: Session, item_id: str, verdict: Verdict) -> LadderResult:
-    """A deferred tier's verdict on an item it held: stored, and the item moves on (its reward
-    and its job finish in this transaction when that was the last step). Nothing happens when
-    the item no longer waits (its job's deadline passed first)."""
+def lock_job_of_item(session: Session, item_id: str) -> Job | None:
+    """Lock the job of an item (before any lock of the item's deferred work: every path that
+    takes both takes the job's first, so a deadline and an answer never deadlock)."""
+    item = session.get(Item, item_id)
+    return None if item is None else repository.lock_job(session, item.job_id)
+
+
+def record_deferred(
+    session: Session, item_id: str, verdict: Verdict, step: int | None = None
+) -> LadderResult:
+    """A deferred tier's verdict on an item it held at ladder step `step`: stored, and the item
+    moves on (its reward and its job finish in this transaction when that was the last step).
+    An item that took a fallback reward at that step when its job's deadline passed gets the
+    verdict and a revised reward (revision 2, item.revised); otherwise nothing happens."""
     item = session.get(Item, item_id)
     if item is None:
         return LadderResult()
     job = repository.lock_job(session, item.job_id)
     session.refresh(item)
-    if job is None or item.state != ItemState.deferred:
+    if job is None:
         return LadderResult()
     policy = resolve(session, job.policy_name, job.policy_version)
-    return LadderPass(session, job, policy).deliver(item, verdict)
+    if item.state == ItemState.deferred:
+        return LadderPass(session, job, policy).deliver(item, verdict)
+    if item.state == ItemState.done and step is not None and item.step == step:
+        answered = any(
+            r.step == step for r in repository.verdicts_for(session, [item.id]).get(item.id, [])
+        )
+        if not answered:
+            return LadderPass(session, job, policy).deliver_late(item, verdict)
+    return LadderResult()
 
 
 def expire_job(session: Session, job_id: str) -> LadderResult:

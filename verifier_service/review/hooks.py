@@ -1,5 +1,6 @@
 """The `human` tier wired into the ladder: items sent to people become review tasks in the
-ladder's transaction, and at a job's deadline their open tasks close."""
+ladder's transaction; at a job's deadline their tasks stay open (people's later answer revises
+the fallback reward) or close, as the step's `keep_open_after_deadline` says."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from tiers.human import HumanTier
 from verifier_service.core.db import utcnow
-from verifier_service.ladder.deferred import DeferredWork, Fallback, register
+from verifier_service.ladder.deferred import Closing, DeferredWork, register
 from verifier_service.ladder.models import Item, VerdictRecord
 from verifier_service.review import repository, service
 from verifier_service.review.models import ReviewTask, new_id
@@ -58,9 +59,11 @@ class ReviewTier:
         people = "person" if config.overlap == 1 else f"{config.overlap} people"
         return f"waiting for people: {people} in review queue {config.queue!r}"
 
-    def close(self, session: Session, items: Sequence[Item], config: dict[str, Any]) -> Fallback:
-        service.close_items(session, [i.id for i in items])
-        return ReviewConfig.model_validate(config).on_deadline
+    def close(self, session: Session, items: Sequence[Item], config: dict[str, Any]) -> Closing:
+        review = ReviewConfig.model_validate(config)
+        if not review.keep_open_after_deadline:
+            service.close_items(session, [i.id for i in items])
+        return Closing(review.on_deadline, still_open=review.keep_open_after_deadline)
 
 
 def install_review_tier() -> None:

@@ -146,7 +146,7 @@ def complete(session: Session, task: ReviewTask, verdict: Verdict, actor: str) -
     record_event(session, actor, "review.complete", task.id, item=task.item_id, queue=task.queue)
     if task.item_id is None:
         return
-    result = record_deferred(session, task.item_id, verdict)
+    result = record_deferred(session, task.item_id, verdict, task.step)
     _deliver_after_commit(session, dispatch.stage(session, result))
 
 
