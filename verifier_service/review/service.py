@@ -436,7 +436,9 @@ def adjudicate(session: Session, task_id: str, decision: AdjudicationIn, operato
     record_event(session, operator, "review.adjudicate", task.id, values=values)
     alpha = task.agreement or {}
     verdict = outcome.human_verdict(rubric, [values], [decision.comment or ""], alpha)
-    outcome.complete(session, task, verdict, operator)
+    answers = repository.answers_of(session, task.id)  # a trajectory's steps: as people said
+    steps = outcome.step_verdicts(rubric, answers, alpha)
+    outcome.complete(session, task, verdict, operator, steps)
 
 
 def close_items(session: Session, item_ids: Sequence[str]) -> None:
