@@ -4,6 +4,7 @@ says `keep_open_after_deadline: false`."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from typing import Any
@@ -16,6 +17,7 @@ from verifier_service.core.db import transaction
 from verifier_service.core.errors import ConflictError
 from verifier_service.jobs.service import job_out
 from verifier_service.ladder.dispatch import expire_overdue
+from verifier_service.ladder.service import expire_job
 from verifier_service.review import service
 from verifier_service.review.schemas import AdjudicationIn, AnswerIn
 
@@ -123,3 +125,54 @@ def test_an_adjudication_after_the_deadline_revises_the_reward(review_db: Review
     revised = _reward(job_id).reward
     assert revised.revision == 2
     assert revised.fidelity == "human"
+
+
+def test_a_deadline_and_an_answer_at_once_never_deadlock(review_db: ReviewDb) -> None:
+    # The deadline locks the job, then the tasks and leases; a submit locks the job first too
+    # (not lease, task, then job), so the two wait for each other instead of deadlocking: each
+    # item ends either with people's verdict, or with the fallback and its task closed.
+    policy = review_db.policy("json", LOWER, keep_open_after_deadline=False)
+    jobs = [review_db.job(policy, 1, items=_calls(), deadline_s=1.0) for _ in range(8)]
+    leases = []
+    for n in range(len(jobs)):
+        view = tx(service.next_task, f"r{n}", policy)
+        assert view is not None
+        leases.append((f"r{n}", view.lease_id))
+    time.sleep(1.2)
+    errors: list[BaseException] = []
+    start = threading.Barrier(2 * len(jobs))
+
+    def expire(job_id: str) -> None:
+        start.wait()
+        try:
+            with transaction() as session:
+                expire_job(session, job_id)
+        except BaseException as exc:
+            errors.append(exc)
+
+    def answer(reviewer: str, lease_id: str) -> None:
+        start.wait()
+        try:
+            with transaction() as session:
+                service.submit(session, lease_id, reviewer, GOOD, uuid.uuid4().hex)
+        except ConflictError:
+            pass  # the deadline came first and closed the task
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=expire, args=(j,)) for j in jobs]
+    threads += [threading.Thread(target=answer, args=lease) for lease in leases]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    for job_id in jobs:
+        item = _reward(job_id)
+        tiers = [v.tier for v in item.verdicts]
+        if tiers == ["schema", "human"]:
+            assert item.reward.fidelity == "human"
+        else:
+            assert tiers == ["schema"]
+            assert "human had not answered" in item.reward.reason
+        assert item.reward.revision == 1
