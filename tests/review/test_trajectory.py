@@ -4,6 +4,7 @@ step's human verdict and its `values` the outcome's. Without per_step each step 
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -12,6 +13,7 @@ from test_leases import tx
 
 from verifier_service.core.db import transaction
 from verifier_service.jobs.service import job_out
+from verifier_service.ladder.dispatch import expire_overdue
 from verifier_service.review import service
 from verifier_service.review.schemas import AdjudicationIn, AnswerIn
 
@@ -108,3 +110,33 @@ def test_without_per_step_each_step_is_its_own_task(review_db: ReviewDb) -> None
         if view is not None:
             kinds.append(view.task.kind)
     assert kinds == ["json", "json", "json"]
+
+
+def test_a_trajectory_answered_after_the_deadline_is_revised_once(review_db: ReviewDb) -> None:
+    policy = review_db.policy("json", LOWER, rubric={**RUBRIC, "per_step": True})
+    job_id = review_db.job(policy, 1, items=[_trajectory()], deadline_s=1.0)
+    time.sleep(1.2)
+    assert expire_overdue() == 1
+    with transaction() as session:
+        (fallback,) = job_out(session, job_id).items
+    assert fallback.reward is not None
+    assert (fallback.reward.revision, fallback.reward.fidelity) == (1, "schema")
+
+    view = tx(service.next_task, "nia", policy)  # still open after the deadline
+    assert view is not None
+    assert view.task.kind == "trajectory"
+    answer = AnswerIn(
+        values={"quality": 5, "verdict": "good"},
+        steps=[{"quality": 1, "verdict": "bad"}, {"quality": 3, "verdict": "good"}],
+    )
+    tx(service.submit, view.lease_id, "nia", answer, uuid.uuid4().hex)
+    with transaction() as session:
+        (item,) = job_out(session, job_id).items
+    assert item.reward is not None
+    assert item.reward.revision == 2  # one revision for the three steps revised together
+    assert item.steps is not None
+    assert {s.index: (s.reward.value, s.reward.revision) for s in item.steps if s.reward} == {
+        0: (0.0, 2),
+        1: (0.5, 2),
+        2: (1.0, 2),
+    }

@@ -3,7 +3,7 @@
 The ladder does not know who does that work. A domain that does it (the review queue) registers
 a handler for its tier at start-up; when an item climbs to such a tier, the ladder hands it to
 the handler in the same transaction (no broker message) and the item waits in state `deferred`
-until the handler records the tier's verdict (`service.record_deferred`) or the job's deadline
+until the handler records the tier's verdict (`answers.record_deferred`) or the job's deadline
 passes (the handler is told the item stops waiting, and says what the reward falls back to and
 whether its work stays open: a verdict that comes later revises the fallback reward).
 """

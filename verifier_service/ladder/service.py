@@ -100,6 +100,8 @@ class LadderPass:
         self._ledger: dict[tuple[str, int], CostLedgerEntry] = {}
         # Items this pass handed to a deferred tier (people), by (tier, kind, step).
         self._deferred: dict[tuple[str, str, int], list[Item]] = defaultdict(list)
+        # While set: trajectories whose steps were revised, recomposed once at the end.
+        self._held_parents: set[str] | None = None
 
     # ------------------------------------------------------------------ entry points
 
@@ -237,6 +239,28 @@ class LadderPass:
         context = self._context(item, item.step)
         self.revise(item, leaf_reward(self.doc, item, records, stop, context))
         return self.result
+
+    def deliver_all(self, verdicts: Sequence[tuple[Item, Verdict]], step: int) -> LadderResult:
+        """A deferred tier's verdicts for several items it held at `step` (a trajectory's steps
+        judged as one task): each delivered, or delivered late; a trajectory revised through
+        several of its steps gets one new revision, not one per step."""
+        self._held_parents = set()
+        for item, verdict in verdicts:
+            if item.state == ItemState.deferred:
+                self.deliver(item, verdict)
+            elif item.state == ItemState.done and item.step == step and not self.answered(item):
+                self.deliver_late(item, verdict)
+        held, self._held_parents = self._held_parents, None
+        for parent_id in sorted(held):
+            siblings = repository.children(self.session, parent_id)
+            parent = self.session.get(Item, parent_id)
+            if parent is not None and all(s.state == ItemState.done for s in siblings):
+                self._complete(parent, trajectory_reward(self.doc, siblings))
+        return self.result
+
+    def answered(self, item: Item) -> bool:
+        """Whether the item has a verdict at its current step."""
+        return any(r.step == item.step for r in self._records(item))
 
     def record(self, item: Item, step: int, verdict: Verdict, key: str | None) -> None:
         """Store a tier's verdict for an item that was running (or answered by the cache)."""
@@ -493,7 +517,9 @@ class LadderPass:
             assert parent is not None
             siblings = repository.children(self.session, parent.id)
             all_done = all(s.state == ItemState.done for s in siblings)
-            if all_done and (revised or parent.state != ItemState.done):
+            if revised and self._held_parents is not None:
+                self._held_parents.add(parent.id)
+            elif all_done and (revised or parent.state != ItemState.done):
                 self._complete(parent, trajectory_reward(self.doc, siblings))
             return
         self.result.events.append(
@@ -521,39 +547,6 @@ def advance_job(session: Session, job_id: str) -> LadderResult:
     policy = resolve(session, job.policy_name, job.policy_version)
     items = [i for i in repository.open_leaf_items(session, job_id) if i.state in OPEN]
     return LadderPass(session, job, policy).advance(items)
-
-
-def lock_job_of_item(session: Session, item_id: str) -> Job | None:
-    """Lock the job of an item (before any lock of the item's deferred work: every path that
-    takes both takes the job's first, so a deadline and an answer never deadlock)."""
-    item = session.get(Item, item_id)
-    return None if item is None else repository.lock_job(session, item.job_id)
-
-
-def record_deferred(
-    session: Session, item_id: str, verdict: Verdict, step: int | None = None
-) -> LadderResult:
-    """A deferred tier's verdict on an item it held at ladder step `step`: stored, and the item
-    moves on (its reward and its job finish in this transaction when that was the last step).
-    An item that took a fallback reward at that step when its job's deadline passed gets the
-    verdict and a revised reward (revision 2, item.revised); otherwise nothing happens."""
-    item = session.get(Item, item_id)
-    if item is None:
-        return LadderResult()
-    job = repository.lock_job(session, item.job_id)
-    session.refresh(item)
-    if job is None:
-        return LadderResult()
-    policy = resolve(session, job.policy_name, job.policy_version)
-    if item.state == ItemState.deferred:
-        return LadderPass(session, job, policy).deliver(item, verdict)
-    if item.state == ItemState.done and step is not None and item.step == step:
-        answered = any(
-            r.step == step for r in repository.verdicts_for(session, [item.id]).get(item.id, [])
-        )
-        if not answered:
-            return LadderPass(session, job, policy).deliver_late(item, verdict)
-    return LadderResult()
 
 
 def expire_job(session: Session, job_id: str) -> LadderResult:

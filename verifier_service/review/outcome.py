@@ -16,8 +16,8 @@ from verifier_service.auth.service import record_event
 from verifier_service.core.db import utcnow
 from verifier_service.core.errors import InvalidRequestError
 from verifier_service.ladder import dispatch
+from verifier_service.ladder.answers import record_deferred, record_deferred_all
 from verifier_service.ladder.repository import children
-from verifier_service.ladder.service import record_deferred
 from verifier_service.review import repository
 from verifier_service.review.agreement import Metric, uniform_expected, unit_alpha
 from verifier_service.review.models import ReviewAnswer, ReviewTask
@@ -160,10 +160,14 @@ def complete(
         result = record_deferred(session, task.item_id, verdict, task.step)
         _deliver_after_commit(session, dispatch.stage(session, result))
         return
+    pairs = []
     for child in children(session, task.item_id):
         given = steps[child.index] if child.role == "step" and child.index < len(steps) else None
-        result = record_deferred(session, child.id, given or verdict, task.step)
-        _deliver_after_commit(session, dispatch.stage(session, result))
+        pairs.append((child.id, given or verdict))
+    assert task.job_id is not None
+    assert task.step is not None
+    result = record_deferred_all(session, task.job_id, pairs, task.step)
+    _deliver_after_commit(session, dispatch.stage(session, result))
 
 
 def step_verdicts(

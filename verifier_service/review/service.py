@@ -21,7 +21,7 @@ from verifier_service.core.errors import (
     InvalidRequestError,
     NotFoundError,
 )
-from verifier_service.ladder.service import lock_job_of_item
+from verifier_service.ladder.answers import lock_job_of_item
 from verifier_service.review import outcome, repository
 from verifier_service.review.agreement import Metric, alpha
 from verifier_service.review.models import ReviewAnswer, ReviewLease, ReviewTask, new_id
