@@ -85,6 +85,11 @@ class ReviewConfig(BaseModel):
         description="At the job's deadline, an unanswered item gets the best lower-tier reward "
         "(marked as such) or an infra_error.",
     )
+    keep_open_after_deadline: bool = Field(
+        default=True,
+        description="At the job's deadline the item's review tasks stay open: people's later "
+        "answer revises the fallback reward (revision 2). False closes them then.",
+    )
     min_agreement: float = Field(
         default=0.667,
         ge=-1,

@@ -3,6 +3,7 @@ against a live service: the trainer's pending rewards become scored."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -238,7 +239,8 @@ def test_judge_a_trajectory_step_by_step_with_hotkeys(live_service: Service, pag
         "dimensions": [
             {"name": "sensible", "type": "score", "min": 1, "max": 3},
             {"name": "safe", "type": "label", "labels": ["yes", "no"]},
-        ]
+        ],
+        "per_step": True,  # the trajectory is judged as one task, each step in it
     }
     schema = {"schema": {"type": "object", "required": ["tool", "args"]}}
     marker = uuid.uuid4().hex
@@ -256,31 +258,41 @@ def test_judge_a_trajectory_step_by_step_with_hotkeys(live_service: Service, pag
     }
     location = _submit_job(live_service, _policy("json", queue, rubric, "schema"), [trajectory])
     page.goto(f"{live_service.base_url}/review")
-    answers = {"search": ("3", "1"), "open": ("2", "1"), "answer": ("3", "2")}
-    seen = []
     _wait_for_task(page, live_service.base_url, queue)
-    for n in range(3):
-        tool = page.locator("code.tool").text_content()
-        seen.append(tool)
-        assert marker in page.locator(".item section.json pre").inner_text()
-        for key in answers[tool]:
-            page.keyboard.press(key)
-        page.keyboard.press("Control+Enter")
-        if n < 2:
-            page.wait_for_function(
-                "t => document.querySelector('code.tool')?.textContent !== t", arg=tool
-            )
+    # One task: the whole trajectory, step by step, each step with its lower tier's verdict.
+    assert page.locator("h1 .kind").inner_text() == "trajectory"
+    assert page.locator("section.step").count() == 2
+    assert page.locator("#step-0").is_visible()
+    assert not page.locator("#step-1").is_visible()
+    assert marker in page.locator("#step-0").inner_text()
+    assert page.locator("#step-0 .step-verdicts .tier").inner_text() == "schema"
+    assert marker in page.locator(".final").inner_text()
+    page.keyboard.press("3")  # step 1 sensible: 3
+    page.keyboard.press("1")  # step 1 safe: yes
+    page.keyboard.press("3")  # whole trajectory sensible: 3
+    page.keyboard.press("2")  # whole trajectory safe: no
+    page.keyboard.press("ArrowRight")  # step 2
+    assert page.locator("#step-1").is_visible()
+    assert not page.locator("#step-0").is_visible()
+    assert "example.org" in page.locator("#step-1").inner_text()
+    page.keyboard.press("2")  # step 2 sensible: 2
+    page.keyboard.press("1")  # step 2 safe: yes
+    page.keyboard.press("Control+Enter")
     page.wait_for_selector("text=No more tasks")
-    assert sorted(seen) == sorted(answers)
 
     job = _job(live_service, location)
     assert job["status"] == "completed"
     (item,) = job["items"]
     assert item["reward"]["status"] == "scored"
     steps = {s["index"]: s["reward"]["value"] for s in item["steps"]}
-    # search 3/3 -> 1.0, open 2/3 -> 0.5, answer 3/3 -> 1.0 (score 1..3 as 0..1)
-    assert sorted(steps.values()) == pytest.approx([0.5, 1.0, 1.0])
+    # step 1: 3/3 -> 1.0, step 2: 2/3 -> 0.5, the outcome (whole trajectory) 3/3 -> 1.0
+    assert steps == pytest.approx({0: 1.0, 1: 0.5, 2: 1.0})
     assert all(s["reward"]["fidelity"] == "human" for s in item["steps"])
+    with httpx.Client(base_url=live_service.base_url, headers=live_service.auth_headers) as api:
+        exported = api.get("/v1/review/export.jsonl", params={"queue": queue})
+    (answer,) = [json.loads(line) for line in exported.text.splitlines() if line.strip()]
+    assert answer["values"] == {"sensible": 3, "safe": "no"}
+    assert answer["steps"] == [{"sensible": 3, "safe": "yes"}, {"sensible": 2, "safe": "yes"}]
 
 
 def test_the_form_works_without_javascript(

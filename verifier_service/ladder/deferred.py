@@ -3,8 +3,9 @@
 The ladder does not know who does that work. A domain that does it (the review queue) registers
 a handler for its tier at start-up; when an item climbs to such a tier, the ladder hands it to
 the handler in the same transaction (no broker message) and the item waits in state `deferred`
-until the handler records the tier's verdict (`service.record_deferred`) or the job's deadline
-passes (the handler is told to close the item's work, and says what the reward falls back to).
+until the handler records the tier's verdict (`answers.record_deferred`) or the job's deadline
+passes (the handler is told the item stops waiting, and says what the reward falls back to and
+whether its work stays open: a verdict that comes later revises the fallback reward).
 """
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ from sqlalchemy.orm import Session
 from verifier_service.ladder.models import Item, Job, VerdictRecord
 
 Fallback = Literal["best_lower_tier", "infra_error"]
+
+
+@dataclass(frozen=True)
+class Closing:
+    """What becomes of deferred items that stop waiting (the job's deadline)."""
+
+    fallback: Fallback
+    #: Their work stays open: a verdict that comes later revises the fallback reward.
+    still_open: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,9 +51,9 @@ class DeferredTier(Protocol):
         rewards, e.g. "waiting for people (queue default)"."""
         ...
 
-    def close(self, session: Session, items: Sequence[Item], config: dict[str, Any]) -> Fallback:
-        """The items stop waiting (the job's deadline): close their open work, and say what
-        their reward falls back to."""
+    def close(self, session: Session, items: Sequence[Item], config: dict[str, Any]) -> Closing:
+        """The items stop waiting (the job's deadline): say what their reward falls back to,
+        and close their open work or keep it open (a later verdict revises the reward)."""
         ...
 
 

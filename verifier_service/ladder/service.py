@@ -21,7 +21,7 @@ from verifier_service.core.db import utcnow
 from verifier_service.events import service as events
 from verifier_service.ladder import repository
 from verifier_service.ladder.budgets import BudgetBook
-from verifier_service.ladder.deferred import DeferredWork, Fallback, handler_for
+from verifier_service.ladder.deferred import Closing, DeferredWork, handler_for
 from verifier_service.ladder.execute import TierRun, execute, keyed_candidate
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
 from verifier_service.ladder.rewards import leaf_reward, trajectory_reward
@@ -100,6 +100,8 @@ class LadderPass:
         self._ledger: dict[tuple[str, int], CostLedgerEntry] = {}
         # Items this pass handed to a deferred tier (people), by (tier, kind, step).
         self._deferred: dict[tuple[str, str, int], list[Item]] = defaultdict(list)
+        # While set: trajectories whose steps were revised, recomposed once at the end.
+        self._held_parents: set[str] | None = None
 
     # ------------------------------------------------------------------ entry points
 
@@ -202,14 +204,16 @@ class LadderPass:
         that tier's config says."""
         pending = [i for i in items if i.state != ItemState.done]
         self._load_verdicts(pending)
-        fallbacks = self._close_deferred([i for i in pending if i.state == ItemState.deferred])
+        closings = self._close_deferred([i for i in pending if i.state == ItemState.deferred])
         for item in pending:
-            fallback = fallbacks.get(item.id)
-            if fallback is None:
+            closing = closings.get(item.id)
+            if closing is None:
                 self._finish(item, stop)
             else:
                 detail = f"{self._step_tier(item)} had not answered"
-                self._finish(item, Stop(stop.kind, detail), fallback)
+                if closing.still_open:
+                    detail += "; its answer will revise this reward"
+                self._finish(item, Stop(stop.kind, detail), closing.fallback)
 
     def deliver(self, item: Item, verdict: Verdict) -> LadderResult:
         """A deferred tier's verdict for an item it held: store it (with its content key, so
@@ -218,6 +222,45 @@ class LadderPass:
         key, _ = keyed_candidate(step.tier, dict(step.config), item)
         self.record(item, item.step, verdict, key)
         return self.advance([item])
+
+    def deliver_late(self, item: Item, verdict: Verdict) -> LadderResult:
+        """A deferred tier's verdict for an item that took a fallback reward when it stopped
+        waiting (the job's deadline): stored, and the item's reward made anew from every
+        verdict is its next revision (the steps after this one are not run: the job is over)."""
+        step = self.doc.ladder_for(item.kind)[item.step]
+        key, _ = keyed_candidate(step.tier, dict(step.config), item)
+        records = self._records(item)
+        records.append(repository.add_verdict(self.session, item.id, item.step, verdict, key))
+        observe.verdict(self.session, verdict)
+        later = len(self.doc.ladder_for(item.kind)) - item.step - 1
+        stop = FINISHED
+        if later > 0:
+            stop = Stop(StopKind.deadline, f"{step.tier} answered late; later steps not run")
+        context = self._context(item, item.step)
+        self.revise(item, leaf_reward(self.doc, item, records, stop, context))
+        return self.result
+
+    def deliver_all(self, verdicts: Sequence[tuple[Item, Verdict]], step: int) -> LadderResult:
+        """A deferred tier's verdicts for several items it held at `step` (a trajectory's steps
+        judged as one task): each delivered, or delivered late; a trajectory revised through
+        several of its steps gets one new revision, not one per step."""
+        self._held_parents = set()
+        for item, verdict in verdicts:
+            if item.state == ItemState.deferred:
+                self.deliver(item, verdict)
+            elif item.state == ItemState.done and item.step == step and not self.answered(item):
+                self.deliver_late(item, verdict)
+        held, self._held_parents = self._held_parents, None
+        for parent_id in sorted(held):
+            siblings = repository.children(self.session, parent_id)
+            parent = self.session.get(Item, parent_id)
+            if parent is not None and all(s.state == ItemState.done for s in siblings):
+                self._complete(parent, trajectory_reward(self.doc, siblings))
+        return self.result
+
+    def answered(self, item: Item) -> bool:
+        """Whether the item has a verdict at its current step."""
+        return any(r.step == item.step for r in self._records(item))
 
     def record(self, item: Item, step: int, verdict: Verdict, key: str | None) -> None:
         """Store a tier's verdict for an item that was running (or answered by the cache)."""
@@ -338,19 +381,20 @@ class LadderPass:
                     provenance=[r.id for r in records],
                 ).model_dump(mode="json")
 
-    def _close_deferred(self, items: Sequence[Item]) -> dict[str, Fallback]:
-        """Close the deferred work of items that stop waiting; each one's reward fallback."""
+    def _close_deferred(self, items: Sequence[Item]) -> dict[str, Closing]:
+        """Tell deferred tiers their items stop waiting; each one's fallback and whether its
+        work stays open."""
         by_step: dict[tuple[str, int], list[Item]] = defaultdict(list)
         for item in items:
             by_step[(item.kind, item.step)].append(item)
-        fallbacks: dict[str, Fallback] = {}
+        fallbacks: dict[str, Closing] = {}
         for (kind, step), group in by_step.items():
             ladder_step = self.doc.ladder_for(kind)[step]
             handler = handler_for(ladder_step.tier)
             if handler is None:  # a process without the handler: the policy's fallback
                 continue
-            fallback = handler.close(self.session, group, dict(ladder_step.config))
-            fallbacks.update((i.id, fallback) for i in group)
+            closing = handler.close(self.session, group, dict(ladder_step.config))
+            fallbacks.update((i.id, closing) for i in group)
         return fallbacks
 
     # ------------------------------------------------------------------ gates
@@ -473,7 +517,9 @@ class LadderPass:
             assert parent is not None
             siblings = repository.children(self.session, parent.id)
             all_done = all(s.state == ItemState.done for s in siblings)
-            if all_done and (revised or parent.state != ItemState.done):
+            if revised and self._held_parents is not None:
+                self._held_parents.add(parent.id)
+            elif all_done and (revised or parent.state != ItemState.done):
                 self._complete(parent, trajectory_reward(self.doc, siblings))
             return
         self.result.events.append(
@@ -501,21 +547,6 @@ def advance_job(session: Session, job_id: str) -> LadderResult:
     policy = resolve(session, job.policy_name, job.policy_version)
     items = [i for i in repository.open_leaf_items(session, job_id) if i.state in OPEN]
     return LadderPass(session, job, policy).advance(items)
-
-
-def record_deferred(session: Session, item_id: str, verdict: Verdict) -> LadderResult:
-    """A deferred tier's verdict on an item it held: stored, and the item moves on (its reward
-    and its job finish in this transaction when that was the last step). Nothing happens when
-    the item no longer waits (its job's deadline passed first)."""
-    item = session.get(Item, item_id)
-    if item is None:
-        return LadderResult()
-    job = repository.lock_job(session, item.job_id)
-    session.refresh(item)
-    if job is None or item.state != ItemState.deferred:
-        return LadderResult()
-    policy = resolve(session, job.policy_name, job.policy_version)
-    return LadderPass(session, job, policy).deliver(item, verdict)
 
 
 def expire_job(session: Session, job_id: str) -> LadderResult:

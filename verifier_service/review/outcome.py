@@ -16,7 +16,8 @@ from verifier_service.auth.service import record_event
 from verifier_service.core.db import utcnow
 from verifier_service.core.errors import InvalidRequestError
 from verifier_service.ladder import dispatch
-from verifier_service.ladder.service import record_deferred
+from verifier_service.ladder.answers import record_deferred, record_deferred_all
+from verifier_service.ladder.repository import children
 from verifier_service.review import repository
 from verifier_service.review.agreement import Metric, uniform_expected, unit_alpha
 from verifier_service.review.models import ReviewAnswer, ReviewTask
@@ -140,14 +141,45 @@ def _deliver_after_commit(session: Session, outgoing: dispatch.Outgoing) -> None
     event.listen(session, "after_commit", _after, once=True)
 
 
-def complete(session: Session, task: ReviewTask, verdict: Verdict, actor: str) -> None:
-    """Mark a task done and hand its verdict to the ladder (item and job finish here)."""
+def complete(
+    session: Session,
+    task: ReviewTask,
+    verdict: Verdict,
+    actor: str,
+    steps: Sequence[Verdict] = (),
+) -> None:
+    """Mark a task done and hand its verdict to the ladder (item and job finish here).
+
+    A trajectory task's `steps` verdicts go to its step items (in order) and `verdict` to its
+    outcome item (and to any step that has no verdict of its own)."""
     task.state, task.closed_at = "done", utcnow()
     record_event(session, actor, "review.complete", task.id, item=task.item_id, queue=task.queue)
     if task.item_id is None:
         return
-    result = record_deferred(session, task.item_id, verdict)
+    if task.kind != "trajectory":
+        result = record_deferred(session, task.item_id, verdict, task.step)
+        _deliver_after_commit(session, dispatch.stage(session, result))
+        return
+    pairs = []
+    for child in children(session, task.item_id):
+        given = steps[child.index] if child.role == "step" and child.index < len(steps) else None
+        pairs.append((child.id, given or verdict))
+    assert task.job_id is not None
+    assert task.step is not None
+    result = record_deferred_all(session, task.job_id, pairs, task.step)
     _deliver_after_commit(session, dispatch.stage(session, result))
+
+
+def step_verdicts(
+    rubric: Rubric, answers: Sequence[ReviewAnswer], alpha: dict[str, Any]
+) -> list[Verdict]:
+    """Each trajectory step's human verdict from the answers' per-step values."""
+    n = max((len(a.steps or []) for a in answers), default=0)
+    out = []
+    for i in range(n):
+        given = [a.steps[i] for a in answers if a.steps and i < len(a.steps)]
+        out.append(human_verdict(rubric, given, [], alpha))
+    return out
 
 
 def answers_complete(session: Session, task: ReviewTask) -> None:
@@ -168,4 +200,4 @@ def answers_complete(session: Session, task: ReviewTask) -> None:
     verdict = human_verdict(
         rubric, [a.values for a in answers], [a.comment or "" for a in answers], alpha
     )
-    complete(session, task, verdict, "system")
+    complete(session, task, verdict, "system", step_verdicts(rubric, answers, alpha))

@@ -119,15 +119,20 @@ def _chosen(rubric: Rubric, draft: dict[str, Any] | None) -> dict[str, str]:
 def _task_context(view: LeaseView) -> dict[str, Any]:
     task = view.task
     steps: list[dict[str, Any]] = []
+    overall = task.verdicts
     if task.kind == "trajectory":
-        for step in render.trajectory_steps(task.payload):
+        # each step's lower-tier verdicts beside it; the outcome's in the verdicts panel
+        overall = [v for v in task.verdicts if v.get("step") is None]
+        for i, step in enumerate(render.trajectory_steps(task.payload)):
             act = step.get("action")
             kind = act.get("kind", "json") if isinstance(act, dict) else "json"
+            own = [v for v in task.verdicts if v.get("step") == i]
             steps.append(
                 {
                     "kind": kind,
                     "action": render.action(step),
                     "observation": render.observation(step),
+                    "verdicts": render.verdict_list(own) if own else "",
                 }
             )
     return {
@@ -137,7 +142,7 @@ def _task_context(view: LeaseView) -> dict[str, Any]:
         "item_html": render.candidate(task.kind, task.payload) if not steps else "",
         "final_html": render.final_answer(task.payload) if steps else "",
         "reference_html": render.reference(task.reference),
-        "verdicts_html": render.verdict_list(task.verdicts),
+        "verdicts_html": render.verdict_list(overall),
         "guidelines_html": render.markdown(task.guidelines) if task.guidelines.strip() else "",
         "show_guidelines": True,
         "chosen": _chosen(task.rubric, view.draft),

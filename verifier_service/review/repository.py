@@ -239,7 +239,7 @@ def reviewers(session: Session) -> list[str]:
 def open_tasks_of_items(session: Session, item_ids: Sequence[str]) -> list[ReviewTask]:
     query = select(ReviewTask).where(
         ReviewTask.item_id.in_(list(item_ids)),
-        ReviewTask.state.in_(("open", "full", "adjudication")),
+        ReviewTask.state.in_(("gathering", "open", "full", "adjudication")),
     )
     return list(session.scalars(query.with_for_update()))
 
@@ -301,3 +301,13 @@ def queue_units(session: Session, queue: str, limit: int) -> list[list[dict[str,
         for task_id, values in session.execute(query):
             by_task[task_id].append(values)
     return list(by_task.values())
+
+
+def trajectory_task(session: Session, item_id: str) -> ReviewTask | None:
+    """The trajectory task still gathering the steps of this trajectory item, if any."""
+    query = select(ReviewTask).where(
+        ReviewTask.item_id == item_id,
+        ReviewTask.kind == "trajectory",
+        ReviewTask.state == "gathering",
+    )
+    return session.scalars(query.with_for_update()).first()

@@ -21,6 +21,7 @@ from verifier_service.core.errors import (
     InvalidRequestError,
     NotFoundError,
 )
+from verifier_service.ladder.answers import lock_job_of_item
 from verifier_service.review import outcome, repository
 from verifier_service.review.agreement import Metric, alpha
 from verifier_service.review.models import ReviewAnswer, ReviewLease, ReviewTask, new_id
@@ -213,6 +214,7 @@ def submit(
 
     An answer on a lease that expired meanwhile still counts when the task has room for it.
     """
+    _lock_job_first(session, lease_id)
     held = _own_lease(session, lease_id, reviewer)
     previous = repository.answer_by_key(session, submit_key)
     if previous is not None:
@@ -269,6 +271,15 @@ def submit(
         _after_gold(session, task, reviewer)
     elif task.answered >= task.overlap and task.state in ("open", "full"):
         outcome.answers_complete(session, task)
+
+
+def _lock_job_first(session: Session, lease_id: str) -> None:
+    """Lock the job of the lease's item before the lease and task: the job's deadline takes the
+    job, then the tasks and leases, so both paths take their locks in one order."""
+    found = session.get(ReviewLease, lease_id)
+    task = session.get(ReviewTask, found.task_id) if found is not None else None
+    if task is not None and task.item_id is not None:
+        lock_job_of_item(session, task.item_id)
 
 
 def _after_gold(session: Session, task: ReviewTask, reviewer: str) -> None:
@@ -414,6 +425,8 @@ def adjudicate(session: Session, task_id: str, decision: AdjudicationIn, operato
     task = session.get(ReviewTask, task_id)
     if task is None:
         raise NotFoundError(f"no review task {task_id!r}")
+    if task.item_id is not None:
+        lock_job_of_item(session, task.item_id)  # the job first, as the deadline does
     task = repository.lock_task(session, task_id)
     if task.state != "adjudication":
         raise ConflictError(f"task {task_id!r} is {task.state}, not waiting for adjudication")
@@ -423,7 +436,9 @@ def adjudicate(session: Session, task_id: str, decision: AdjudicationIn, operato
     record_event(session, operator, "review.adjudicate", task.id, values=values)
     alpha = task.agreement or {}
     verdict = outcome.human_verdict(rubric, [values], [decision.comment or ""], alpha)
-    outcome.complete(session, task, verdict, operator)
+    answers = repository.answers_of(session, task.id)  # a trajectory's steps: as people said
+    steps = outcome.step_verdicts(rubric, answers, alpha)
+    outcome.complete(session, task, verdict, operator, steps)
 
 
 def close_items(session: Session, item_ids: Sequence[str]) -> None:
