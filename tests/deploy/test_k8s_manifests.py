@@ -114,8 +114,13 @@ def test_kinds_api_versions_and_names() -> None:
         seen.add((kind, name))
 
 
+#: compose's own monitoring for a single host; on Kubernetes the cluster's Prometheus scrapes the
+#: service (docs/scaling.md, "Kubernetes notes").
+MONITORING = frozenset({"prometheus", "flower"})
+
+
 def test_every_compose_service_has_its_workload() -> None:
-    for name in COMPOSE["services"]:
+    for name in COMPOSE["services"].keys() - MONITORING:
         kinds = [kind for kind in WORKLOADS if name in BY_KIND.get(kind, {})]
         assert kinds, f"compose service {name} has no Deployment, StatefulSet or Job"
     assert "migrate" in BY_KIND["Job"]

@@ -18,11 +18,12 @@ def test_only_work_sent_before_the_broker_started_counts_as_lost(tmp_path: Path)
     broker.start()
     try:
         client = redis.Redis(port=broker.port)
-        time.sleep(1.5)
-        # A new deployment: jobs sent in the broker's first seconds are in it, not lost.
+        started = utcnow()
+        time.sleep(4)
+        # A new deployment: jobs sent to this broker (after its first 2 s) are in it, not lost.
         first = broker_reset_at(client)
         assert first is not None
-        assert utcnow() - timedelta(seconds=5) < first < utcnow() - timedelta(seconds=1)
+        assert started - timedelta(seconds=1) < first < utcnow() - timedelta(seconds=1)
         assert broker_reset_at(client) is None  # seen once: nothing lost since
         # A restart without persistence: what was sent before this moment may be gone.
         broker.stop()
@@ -30,6 +31,6 @@ def test_only_work_sent_before_the_broker_started_counts_as_lost(tmp_path: Path)
         broker.start()
         again = broker_reset_at(client)
         assert again is not None
-        assert restarted - timedelta(seconds=1) < again < utcnow()
+        assert restarted <= again <= utcnow()  # never before the restart: nothing lost is missed
     finally:
         broker.stop()

@@ -40,6 +40,7 @@ log = structlog.get_logger(__name__)
 #: its data (a restart without persistence) and every message sent before may be gone.
 BROKER_MARKER = "verifier:broker-marker"
 LOCK = "verifier:sweep-lock"
+UPTIME_SLACK = timedelta(seconds=2)
 
 
 @dataclass
@@ -63,7 +64,11 @@ def broker_reset_at(client: redis.Redis) -> datetime | None:
     if not client.set(BROKER_MARKER, utcnow().isoformat(), nx=True):
         return None
     uptime_s = float(client.info("server").get("uptime_in_seconds", 0))
-    return utcnow() - timedelta(seconds=uptime_s)
+    # Redis counts its uptime in whole seconds from a start time it also truncates: the start
+    # read back may be up to 2 s early. Err late instead (work sent in the broker's first
+    # seconds may be sent twice, which is harmless; work lost must never be missed).
+    now = utcnow()
+    return min(now, now - timedelta(seconds=uptime_s) + UPTIME_SLACK)
 
 
 def resend_held(client: redis.Redis, live: set[str]) -> set[str]:
@@ -117,7 +122,7 @@ def resend_lost(
             "sent lost tier work again",
             items=resent,
             jobs=len(lost),
-            broker_reset=lost_since is not None,
+            broker_lost_data_sent_before=lost_since.isoformat() if lost_since else None,
             dead_workers=sorted(dead),
         )
     return resent
