@@ -108,3 +108,29 @@ def test_keyboard_moves_through_the_windows(console: Console, page: Any) -> None
     assert page.locator("#kpi-items").inner_text() == str(
         sum(len(j["items"]) for j in console.jobs)
     )
+
+
+def test_job_page_shows_the_apis_numbers(console: Console, page: Any) -> None:
+    job = console.jobs[0]
+    page.goto(f"{console.service.base_url}/console/jobs")
+    page.get_by_label("Principal").fill("trainer-a")
+    page.get_by_label("Principal").press("Enter")  # the search form, without a mouse
+    page.wait_for_url("**/console/jobs?principal=trainer-a*")
+    assert page.locator("#jobs tbody tr").count() == 1
+    page.get_by_role("link", name=job["id"]).focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**/console/jobs/{job['id']}")
+    assert page.locator("#job-status").inner_text() == "completed"
+    assert page.locator("#job-done").inner_text() == f"{job['n_done']}/{job['n_items']}"
+    assert page.get_by_role("button", name="Cancel job").count() == 0  # finished: nothing to cancel
+    rows = _cells(page, "items")
+    assert len(rows) == len(job["items"])
+    for item, row in zip(job["items"], rows, strict=True):
+        assert row[1] == item["kind"]
+        assert row[2].split("\n")[0] == item["reward"]["status"]
+        assert row[3] == f"{item['reward']['value']:.4f}"
+        assert row[6] == f"{item['reward']['cost']['cost_units']:.3f}"
+        for verdict in item["verdicts"]:
+            assert f"{verdict['tier']}: {verdict['status']}" in row[5]
+    total = sum(i["reward"]["cost"]["cost_units"] for i in job["items"])
+    assert page.locator("#job-cost").inner_text() == f"{total:.3f}"

@@ -9,7 +9,9 @@ from fastapi import APIRouter, Path, Query
 from verifier_service.auth.deps import OperatorPrincipal
 from verifier_service.console import service
 from verifier_service.console.schemas import JobPaths, JobQuery, JobRow, Overview, Window
+from verifier_service.core.db import transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
+from verifier_service.ladder.dispatch import deliver
 
 router = APIRouter(prefix="/v1/console", tags=["console"])
 
@@ -40,3 +42,13 @@ def search_jobs(
 def get_job_paths(session: SessionDep, _: OperatorPrincipal, job_id: JobId) -> JobPaths:
     """A job's items, each with its path up the ladder: verdicts in order and their costs."""
     return service.job_paths(session, job_id)
+
+
+@router.post("/jobs/{job_id}/cancel")
+def cancel_job(principal: OperatorPrincipal, job_id: JobId) -> JobPaths:
+    """Cancel a running job (audited): its unfinished items end as infra_error "cancelled"."""
+    with transaction() as session:
+        outgoing = service.cancel(session, job_id, principal.name)
+    deliver(outgoing)  # after the commit: the trainer's events, waiters woken
+    with transaction() as session:
+        return service.job_paths(session, job_id)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 
 class Window(StrEnum):
@@ -90,6 +90,14 @@ class JobQuery(BaseModel):
     since: datetime | None = Field(default=None, description="Created at or after (ISO 8601).")
     until: datetime | None = Field(default=None, description="Created before (ISO 8601).")
     limit: int = Field(default=50, ge=1, le=500, description="At most this many jobs.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_is_unset(cls, data: Any) -> Any:
+        """A search form sends its empty fields as "": they filter nothing."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v != ""}
+        return data
 
     @field_validator("since", "until")
     @classmethod

@@ -10,6 +10,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
 from tiers.registry import get_tier, tier_names
+from verifier_service.auth import service as audit
 from verifier_service.console import repository
 from verifier_service.console.schemas import (
     ItemPath,
@@ -25,10 +26,13 @@ from verifier_service.console.schemas import (
     Window,
 )
 from verifier_service.core.db import utcnow
+from verifier_service.core.errors import ConflictError, NotFoundError
 from verifier_service.core.notify import sync_client
 from verifier_service.core.presence import workers_per_queue
 from verifier_service.jobs.service import job_out
+from verifier_service.ladder.dispatch import Outgoing, stage
 from verifier_service.ladder.models import Job
+from verifier_service.ladder.service import cancel_job
 
 SPAN = {
     Window.hour: timedelta(hours=1),
@@ -193,3 +197,20 @@ def job_paths(session: Session, job_id: str) -> JobPaths:
     total = sum(costs.values())
     errors = sum(1 for i in items if i.reward_status == "infra_error")
     return JobPaths(job=_row(job, total, errors), warnings=out.warnings, items=items)
+
+
+def cancel(session: Session, job_id: str, actor: str) -> Outgoing:
+    """Cancel a running job for operator `actor` (audited): its unfinished items end as
+    infra_error "cancelled". The caller commits, then delivers what this returns (the
+    trainer's events, waiters woken)."""
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFoundError(f"no job with id {job_id!r}")
+    if job.status == "completed":
+        raise ConflictError(
+            f"job {job_id} has already finished: there is nothing to cancel",
+            hint="only running jobs can be cancelled",
+        )
+    result = cancel_job(session, job_id, f"by operator {actor}")
+    audit.record_event(session, actor, "job.cancel", job_id, items=job.n_items - job.n_done)
+    return stage(session, result)
