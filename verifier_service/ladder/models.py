@@ -24,6 +24,7 @@ class Job(Base):
     __table_args__ = (
         UniqueConstraint("principal", "idempotency_key", name="uq_jobs_idem"),
         Index("ix_jobs_status_deadline", "status", "deadline_at"),
+        Index("ix_jobs_created", "created_at"),  # the console's windows and job search
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
@@ -85,7 +86,11 @@ class VerdictRecord(Base):
     """A stored verdict of one tier on one item at one ladder step."""
 
     __tablename__ = "verdicts"
-    __table_args__ = (UniqueConstraint("item_id", "step", name="uq_verdicts_item_step"),)
+    __table_args__ = (
+        UniqueConstraint("item_id", "step", name="uq_verdicts_item_step"),
+        # The console's per-tier counts and durations over a window, from the index alone.
+        Index("ix_verdicts_created_tier", "created_at", "tier", "cached", "wall_s"),
+    )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     item_id: Mapped[str] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"))
@@ -127,6 +132,7 @@ class CostLedgerEntry(Base):
         Index("ix_cost_job", "job_id"),
         Index("ix_cost_principal_time", "principal", "created_at"),
         Index("ix_cost_policy", "policy_name", "policy_version"),
+        Index("ix_cost_created", "created_at"),  # the console's cost over a window
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)

@@ -62,7 +62,7 @@ def leaf_reward(
     if last is not None and last.status == VerdictStatus.pending:
         reason = f"waiting for {last.tier}"
         return _unscored(RewardStatus.pending, reason, records, cost, last.tier)
-    if stop.kind in (StopKind.gate_error, StopKind.lost):
+    if stop.kind in (StopKind.gate_error, StopKind.lost, StopKind.cancelled):
         return _unscored(RewardStatus.infra_error, str(stop), records, cost)
     deadline_fallback = fallback or doc.deadline_fallback
     if stop.kind == StopKind.deadline and deadline_fallback == "infra_error":

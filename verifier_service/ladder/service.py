@@ -559,6 +559,18 @@ def expire_job(session: Session, job_id: str) -> LadderResult:
     return LadderPass(session, job, policy).expire(items)
 
 
+def cancel_job(session: Session, job_id: str, detail: str) -> LadderResult:
+    """An operator cancelled the job: unfinished items end now as infra_error ("cancelled:
+    detail"); tier work still in flight for them is ignored when it comes back."""
+    job = repository.lock_job(session, job_id)
+    if job is None or job.status == "completed":
+        return LadderResult()
+    policy = resolve(session, job.policy_name, job.policy_version)
+    ladder = LadderPass(session, job, policy)
+    ladder.end(repository.open_leaf_items(session, job_id), Stop(StopKind.cancelled, detail))
+    return ladder.result
+
+
 def revise_reward(session: Session, item_id: str, reward: Reward) -> LadderResult:
     """A finished item's reward changed (people answered after its deadline fallback, an
     adjudication): store it as the next revision and tell the trainer. Caller commits and

@@ -37,6 +37,7 @@ class StopKind(StrEnum):
     gate_error = "gate_error"  # a gate expression failed: the reward is an infra_error
     budget_exhausted = "budget_exhausted"  # the next tier's budget is spent
     lost = "lost"  # the item's tier work was lost or kept killing its worker
+    cancelled = "cancelled"  # an operator cancelled the job
 
 
 @dataclass(frozen=True)

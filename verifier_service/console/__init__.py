@@ -1,0 +1,1 @@
+"""The operators' console: server-rendered pages over the service's own JSON (operator role)."""

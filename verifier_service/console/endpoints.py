@@ -1,0 +1,54 @@
+"""Operators' JSON API behind the console's pages."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from verifier_service.auth.deps import OperatorPrincipal
+from verifier_service.console import service
+from verifier_service.console.schemas import JobPaths, JobQuery, JobRow, Overview, Window
+from verifier_service.core.db import transaction
+from verifier_service.core.deps import SessionDep, SettingsDep
+from verifier_service.ladder.dispatch import deliver
+
+router = APIRouter(prefix="/v1/console", tags=["console"])
+
+#: A job's id in a path.
+JobId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="A job's id.")]
+
+
+@router.get("/overview")
+def get_overview(
+    session: SessionDep,
+    settings: SettingsDep,
+    _: OperatorPrincipal,
+    window: Annotated[Window, Query(description="The time window: 1h, 24h or 7d.")] = Window.hour,
+) -> Overview:
+    """Throughput, rewards, tier durations, cache, escalation, cost and queues over a window."""
+    return service.overview(session, window, settings.broker_url)
+
+
+@router.get("/jobs")
+def search_jobs(
+    session: SessionDep, _: OperatorPrincipal, query: Annotated[JobQuery, Query()]
+) -> list[JobRow]:
+    """Jobs by principal, policy, status and creation time, newest first."""
+    return service.search_jobs(session, query)
+
+
+@router.get("/jobs/{job_id}")
+def get_job_paths(session: SessionDep, _: OperatorPrincipal, job_id: JobId) -> JobPaths:
+    """A job's items, each with its path up the ladder: verdicts in order and their costs."""
+    return service.job_paths(session, job_id)
+
+
+@router.post("/jobs/{job_id}/cancel")
+def cancel_job(principal: OperatorPrincipal, job_id: JobId) -> JobPaths:
+    """Cancel a running job (audited): its unfinished items end as infra_error "cancelled"."""
+    with transaction() as session:
+        outgoing = service.cancel(session, job_id, principal.name)
+    deliver(outgoing)  # after the commit: the trainer's events, waiters woken
+    with transaction() as session:
+        return service.job_paths(session, job_id)

@@ -1,0 +1,216 @@
+"""The console's logic: the overview of a window, put together from the repository's aggregates
+(the database, so history survives restarts) and the broker's queues (now)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+
+from redis.exceptions import RedisError
+from sqlalchemy.orm import Session
+
+from tiers.registry import get_tier, tier_names
+from verifier_service.auth import service as audit
+from verifier_service.console import repository
+from verifier_service.console.schemas import (
+    ItemPath,
+    JobPaths,
+    JobQuery,
+    JobRow,
+    KindRate,
+    LadderStep,
+    Overview,
+    QueueStats,
+    Rung,
+    TierStats,
+    Window,
+)
+from verifier_service.core.db import utcnow
+from verifier_service.core.errors import ConflictError, NotFoundError
+from verifier_service.core.notify import sync_client
+from verifier_service.core.presence import workers_per_queue
+from verifier_service.jobs.service import job_out
+from verifier_service.ladder.dispatch import Outgoing, stage
+from verifier_service.ladder.models import Job
+from verifier_service.ladder.service import cancel_job
+
+SPAN = {
+    Window.hour: timedelta(hours=1),
+    Window.day: timedelta(hours=24),
+    Window.week: timedelta(days=7),
+}
+
+
+def _minute(at: datetime) -> datetime:
+    return at.replace(second=0, microsecond=0)
+
+
+def _ladder(session: Session, since: datetime) -> list[LadderStep]:
+    """Per policy and item kind, its tiers ordered by how many items reached them (the cheap
+    ones first), each with the share of the step below that climbed to it."""
+    entered = repository.items_per_policy(session, since)
+    by_ladder: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for policy, kind, tier, n in repository.items_reaching_tier(session, since):
+        by_ladder.setdefault((policy, kind), []).append((tier, n))
+    out: list[LadderStep] = []
+    for (policy, kind), reached in sorted(by_ladder.items()):
+        below = entered.get((policy, kind), 0)
+        for tier, n in sorted(reached, key=lambda t: (-t[1], t[0])):
+            rate = min(1.0, n / below) if below else 0.0
+            out.append(
+                LadderStep(policy=policy, kind=kind, tier=tier, items=n, escalation_rate=rate)
+            )
+            below = n
+    return out
+
+
+def queues(broker_url: str) -> list[QueueStats]:
+    """Each tier queue's depth and live workers, from the broker (null where it is down)."""
+    names = sorted({get_tier(n).queue for n in tier_names()})
+    client = sync_client(broker_url)
+    try:
+        workers: dict[str, int] = workers_per_queue(client, names)
+    except RedisError:
+        workers = {}
+    out = []
+    for queue in names:
+        try:
+            depth: int | None = int(client.llen(queue))
+        except RedisError:
+            depth = None
+        out.append(QueueStats(queue=queue, depth=depth, workers=workers.get(queue)))
+    return out
+
+
+def overview(session: Session, window: Window, broker_url: str) -> Overview:
+    """The overview of the last `window`."""
+    now = utcnow()
+    since = now - SPAN[window]
+    per_minute: Counter[tuple[datetime, str]] = Counter()
+    for created, kind, n in repository.items_by_job_and_kind(session, since):
+        per_minute[(_minute(created), kind)] += n
+    rates = [
+        KindRate(minute=minute, kind=kind, items=n)
+        for (minute, kind), n in sorted(per_minute.items())
+    ]
+    statuses = repository.rewards_by_status(session, since)
+    percentiles = repository.duration_percentiles(session, since)
+    cost_tier = repository.cost_by(session, since, "tier")
+    tiers = []
+    for tier, n, cached in sorted(repository.verdict_stats(session, since)):
+        p50, p95 = percentiles.get(tier, (0.0, 0.0))
+        tiers.append(
+            TierStats(
+                tier=tier,
+                verdicts=n,
+                cached=cached,
+                p50_s=p50,
+                p95_s=p95,
+                cost_units=cost_tier.get(tier, 0.0),
+            )
+        )
+    n_verdicts = sum(t.verdicts for t in tiers)
+    oldest = repository.oldest_waiting(session)
+    return Overview(
+        window=window,
+        since=since,
+        now=now,
+        items=sum(statuses.values()),
+        items_per_minute=rates,
+        rewards_by_status=dict(sorted(statuses.items())),
+        tiers=tiers,
+        cache_hit_rate=(sum(t.cached for t in tiers) / n_verdicts) if n_verdicts else None,
+        ladder=_ladder(session, since),
+        cost_by_principal=dict(sorted(repository.cost_by(session, since, "principal").items())),
+        total_cost_units=sum(cost_tier.values()),
+        queues=queues(broker_url),
+        oldest_waiting_s=(now - oldest).total_seconds() if oldest is not None else None,
+    )
+
+
+def search_jobs(session: Session, query: JobQuery) -> list[JobRow]:
+    """Jobs matching the operator's filters, newest first."""
+    found = repository.search_jobs(
+        session,
+        principal=query.principal,
+        policy=query.policy,
+        status=query.status,
+        since=query.since,
+        until=query.until,
+        limit=query.limit,
+    )
+    return [_row(job, cost, errors) for job, cost, errors in found]
+
+
+def _row(job: Job, cost: float, errors: int) -> JobRow:
+    return JobRow(
+        id=job.id,
+        created_at=job.created_at,
+        finished_at=job.finished_at,
+        principal=job.principal,
+        policy=job.policy_name,
+        policy_version=job.policy_version,
+        status=job.status,
+        n_items=job.n_items,
+        n_done=job.n_done,
+        cost_units=cost,
+        infra_errors=errors,
+    )
+
+
+def job_paths(session: Session, job_id: str) -> JobPaths:
+    """Each item of a job with its path up the ladder (verdicts in order) and its costs."""
+    out = job_out(session, job_id)  # NotFoundError when there is no such job
+    job = session.get(Job, job_id)
+    assert job is not None
+    ids = repository.item_ids_of(session, job_id)
+    costs = repository.job_costs(session, job_id)
+    items: list[ItemPath] = []
+    for item in out.items:
+        item_id = ids.get(item.index, "")
+        path = [
+            Rung(
+                tier=v.tier,
+                status=v.status,
+                score=v.score,
+                wall_s=v.cost.wall_s,
+                cached=v.cached,
+                cost_units=costs.get((item_id, v.tier), 0.0),
+                reason=v.reason,
+            )
+            for v in item.verdicts
+        ]
+        reward = item.reward
+        items.append(
+            ItemPath(
+                index=item.index,
+                kind=item.kind,
+                state=item.state,
+                reward_status=reward.status.value if reward else None,
+                reward_value=reward.value if reward else None,
+                reason=reward.reason if reward else None,
+                fidelity=reward.fidelity if reward else None,
+                cost_units=sum(c for (i, _), c in costs.items() if i == item_id),
+                path=path,
+            )
+        )
+    total = sum(costs.values())
+    errors = sum(1 for i in items if i.reward_status == "infra_error")
+    return JobPaths(job=_row(job, total, errors), warnings=out.warnings, items=items)
+
+
+def cancel(session: Session, job_id: str, actor: str) -> Outgoing:
+    """Cancel a running job for operator `actor` (audited): its unfinished items end as
+    infra_error "cancelled". The caller commits, then delivers what this returns (the
+    trainer's events, waiters woken)."""
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFoundError(f"no job with id {job_id!r}")
+    if job.status == "completed":
+        raise ConflictError(
+            f"job {job_id} has already finished: there is nothing to cancel",
+            hint="only running jobs can be cancelled",
+        )
+    result = cancel_job(session, job_id, f"by operator {actor}")
+    audit.record_event(session, actor, "job.cancel", job_id, items=job.n_items - job.n_done)
+    return stage(session, result)
