@@ -18,13 +18,14 @@ from verifier_service.core.db import transaction, with_retries
 from verifier_service.core.notify import sync_client
 from verifier_service.ladder import dispatch
 from verifier_service.ladder.execute import TierRun, execute
+from verifier_service.ladder.operations import expire_job
+from verifier_service.ladder.results import LadderResult
 from verifier_service.ladder.runs import (
     fail_tier_run,
     prepare_tier_run,
     record_tier_run,
     split_tier_run,
 )
-from verifier_service.ladder.service import LadderResult, expire_job
 from verifier_service.ladder.states import Stop, StopKind
 from verifier_service.settings import get_settings
 from workers.celery_app import app

@@ -222,8 +222,8 @@ def _revise(
     from verifier_service.core.db import reset_engine_cache, transaction
     from verifier_service.jobs.repository import items_of
     from verifier_service.ladder import dispatch
+    from verifier_service.ladder.operations import revise_reward
     from verifier_service.ladder.schemas import Reward, RewardStatus
-    from verifier_service.ladder.service import revise_reward
     from verifier_service.settings import get_settings
 
     get_settings.cache_clear()

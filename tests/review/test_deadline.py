@@ -17,7 +17,7 @@ from verifier_service.core.db import transaction
 from verifier_service.core.errors import ConflictError
 from verifier_service.jobs.service import job_out
 from verifier_service.ladder.dispatch import expire_overdue
-from verifier_service.ladder.service import expire_job
+from verifier_service.ladder.operations import expire_job
 from verifier_service.review import service
 from verifier_service.review.schemas import AdjudicationIn, AnswerIn
 

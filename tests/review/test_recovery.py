@@ -9,7 +9,7 @@ from review_factories import ReviewDb
 from verifier_service.core.db import transaction, utcnow
 from verifier_service.jobs.service import job_out
 from verifier_service.ladder import repository
-from verifier_service.ladder.service import advance_job
+from verifier_service.ladder.operations import advance_job
 
 
 def test_the_sweep_does_not_resend_or_end_items_waiting_for_people(review_db: ReviewDb) -> None:

@@ -32,7 +32,7 @@ from verifier_service.core.presence import workers_per_queue
 from verifier_service.jobs.service import job_out
 from verifier_service.ladder.dispatch import Outgoing, stage
 from verifier_service.ladder.models import Job
-from verifier_service.ladder.service import cancel_job
+from verifier_service.ladder.operations import cancel_job
 
 SPAN = {
     Window.hour: timedelta(hours=1),

@@ -31,7 +31,8 @@ from verifier_service.jobs.schemas import (
 )
 from verifier_service.ladder.models import Item, Job, VerdictRecord, new_id
 from verifier_service.ladder.repository import verdicts_for
-from verifier_service.ladder.service import LadderPass, LadderResult
+from verifier_service.ladder.results import LadderResult
+from verifier_service.ladder.service import LadderPass
 from verifier_service.metrics.propagation import current_request_id
 from verifier_service.policies.schemas import PolicyDocument
 from verifier_service.policies.service import resolve

@@ -12,7 +12,8 @@ from sqlalchemy.orm import Session
 from tiers.base import Verdict
 from verifier_service.ladder import repository
 from verifier_service.ladder.models import Item, Job
-from verifier_service.ladder.service import LadderPass, LadderResult
+from verifier_service.ladder.results import LadderResult
+from verifier_service.ladder.service import LadderPass
 from verifier_service.ladder.states import ItemState
 from verifier_service.policies.service import resolve
 

@@ -16,8 +16,9 @@ from verifier_service.core.db import transaction, utcnow
 from verifier_service.core.notify import publish_job_events, publish_job_finished
 from verifier_service.core.outbox import OutboxMessage
 from verifier_service.events import service as events
+from verifier_service.ladder.operations import expire_job
 from verifier_service.ladder.repository import overdue_job_ids
-from verifier_service.ladder.service import LadderResult, expire_job
+from verifier_service.ladder.results import LadderResult
 from verifier_service.settings import get_settings
 
 log = structlog.get_logger(__name__)

@@ -13,7 +13,8 @@ from verifier_service.core.db import utcnow
 from verifier_service.ladder import repository
 from verifier_service.ladder.execute import TierRun, tier_run
 from verifier_service.ladder.models import Item, Job
-from verifier_service.ladder.service import Dispatch, LadderPass, LadderResult
+from verifier_service.ladder.results import Dispatch, LadderResult
+from verifier_service.ladder.service import LadderPass
 from verifier_service.ladder.states import ItemState, Stop, StopKind, sent_now
 from verifier_service.policies.service import resolve
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
@@ -24,6 +24,7 @@ from verifier_service.ladder.budgets import BudgetBook
 from verifier_service.ladder.deferred import Closing, DeferredWork, handler_for
 from verifier_service.ladder.execute import TierRun, execute, keyed_candidate
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
+from verifier_service.ladder.results import Dispatch, LadderResult
 from verifier_service.ladder.rewards import leaf_reward, trajectory_reward
 from verifier_service.ladder.schemas import Reward, RewardStatus
 from verifier_service.ladder.states import (
@@ -44,29 +45,9 @@ from verifier_service.policies.gates import (
     decide_step,
 )
 from verifier_service.policies.schemas import LadderStep, PolicyDocument
-from verifier_service.policies.service import ResolvedPolicy, resolve
+from verifier_service.policies.service import ResolvedPolicy
 
 OPEN = (ItemState.climbing, ItemState.waiting)
-
-
-@dataclass(frozen=True)
-class Dispatch:
-    """Items of one job that go to one tier at one ladder step."""
-
-    tier: str
-    kind: str
-    step: int
-    item_ids: tuple[str, ...]
-
-
-@dataclass
-class LadderResult:
-    """What a ladder pass wants done after its transaction commits."""
-
-    dispatches: list[Dispatch] = field(default_factory=list)
-    finished_jobs: set[str] = field(default_factory=set)
-    #: Items finished or revised and jobs finished: written just before the commit.
-    events: list[events.EventDraft] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -537,49 +518,3 @@ class LadderPass:
             self.result.events.append(
                 events.job_event(self.job.id, self.job.principal, self.job.n_items, self.job.n_done)
             )
-
-
-def advance_job(session: Session, job_id: str) -> LadderResult:
-    """Advance every open item of a job (recovery, and a job's first pass)."""
-    job = repository.lock_job(session, job_id)
-    if job is None or job.status == "completed":
-        return LadderResult()
-    policy = resolve(session, job.policy_name, job.policy_version)
-    items = [i for i in repository.open_leaf_items(session, job_id) if i.state in OPEN]
-    return LadderPass(session, job, policy).advance(items)
-
-
-def expire_job(session: Session, job_id: str) -> LadderResult:
-    """The job's deadline: unfinished items get the best reward available now."""
-    job = repository.lock_job(session, job_id)
-    if job is None or job.status == "completed":
-        return LadderResult()
-    policy = resolve(session, job.policy_name, job.policy_version)
-    items = repository.open_leaf_items(session, job_id)
-    return LadderPass(session, job, policy).expire(items)
-
-
-def cancel_job(session: Session, job_id: str, detail: str) -> LadderResult:
-    """An operator cancelled the job: unfinished items end now as infra_error ("cancelled:
-    detail"); tier work still in flight for them is ignored when it comes back."""
-    job = repository.lock_job(session, job_id)
-    if job is None or job.status == "completed":
-        return LadderResult()
-    policy = resolve(session, job.policy_name, job.policy_version)
-    ladder = LadderPass(session, job, policy)
-    ladder.end(repository.open_leaf_items(session, job_id), Stop(StopKind.cancelled, detail))
-    return ladder.result
-
-
-def revise_reward(session: Session, item_id: str, reward: Reward) -> LadderResult:
-    """A finished item's reward changed (people answered after its deadline fallback, an
-    adjudication): store it as the next revision and tell the trainer. Caller commits and
-    stages the result (dispatch.stage)."""
-    item = session.get(Item, item_id)
-    if item is None:
-        raise ValueError(f"no item {item_id!r}")
-    job = repository.lock_job(session, item.job_id)
-    assert job is not None
-    ladder = LadderPass(session, job, resolve(session, job.policy_name, job.policy_version))
-    ladder.revise(item, reward)
-    return ladder.result
