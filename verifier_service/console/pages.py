@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path as FilePath
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
 from verifier_service.auth import csrf
 from verifier_service.auth.deps import CSRF_COOKIE, PUBLIC, OperatorPrincipal
-from verifier_service.auth.schemas import AuthenticatedPrincipal, Role
+from verifier_service.auth.forms import OperatorForm
 from verifier_service.console import service
 from verifier_service.console.endpoints import JobId
 from verifier_service.console.endpoints import router as api_router
@@ -20,7 +20,6 @@ from verifier_service.console.schemas import JobQuery, Window
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.ladder.dispatch import deliver
-from verifier_service.review.formauth import FormRoleCheck
 from verifier_service.review.pages import CSP
 from verifier_service.settings import Settings
 
@@ -28,7 +27,6 @@ HERE = FilePath(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
 pages = APIRouter(tags=["console pages"], include_in_schema=False)
 #: An operator posting one of the console's plain HTML forms (CSRF token in the form).
-OperatorForm = Annotated[AuthenticatedPrincipal, Depends(FormRoleCheck(Role.operator))]
 
 
 @pages.get("/console")

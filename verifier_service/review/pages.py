@@ -18,12 +18,12 @@ from starlette.datastructures import FormData
 
 from verifier_service.auth import csrf
 from verifier_service.auth.deps import CSRF_COOKIE, PUBLIC, ReviewerPrincipal
+from verifier_service.auth.forms import ReviewerForm
 from verifier_service.auth.schemas import AuthenticatedPrincipal
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import SettingsDep
 from verifier_service.core.errors import DomainError, InvalidRequestError
 from verifier_service.review import render, service
-from verifier_service.review.formauth import ReviewerForm
 from verifier_service.review.schemas import AnswerIn, Dimension, LeaseView, Rubric
 from verifier_service.settings import Settings
 

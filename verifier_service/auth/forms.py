@@ -1,4 +1,4 @@
-"""Who may post the review pages' plain HTML forms: a reviewer, with the CSRF token in the form.
+"""Who may post the web pages' plain HTML forms (review, console): the CSRF token in the form.
 
 A browser without JavaScript cannot send the X-CSRF-Token header that cookie-authenticated
 POSTs need, so these form routes read the same signed token from a form field instead. The
@@ -68,3 +68,5 @@ class FormRoleCheck(RoleCheck):
 
 #: A reviewer posting one of the review pages' forms.
 ReviewerForm = Annotated[AuthenticatedPrincipal, Depends(FormRoleCheck(Role.reviewer))]
+#: An operator posting one of the console's forms.
+OperatorForm = Annotated[AuthenticatedPrincipal, Depends(FormRoleCheck(Role.operator))]
