@@ -3,7 +3,6 @@ same numbers the API gives; the page is usable with the keyboard and fetches not
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,26 +10,6 @@ from typing import Any
 
 import pytest
 from console_support import OPERATOR_PASSWORD, Console
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]  # fmt: skip
-
-pytestmark = pytest.mark.skipif(
-    shutil.which(CHROMIUM) is None, reason="needs Debian's chromium (.ci/test installs it)"
-)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

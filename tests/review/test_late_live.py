@@ -19,11 +19,10 @@ from typing import Any
 import httpx
 import pytest
 from support import Service, private_backends, start_service
-from test_review_browser import (  # noqa: F401 (browser is a fixture)
+from test_review_browser import (
     PASSWORD,
     _sign_in,
     _wait_for_task,
-    browser,
 )
 
 from verifier_service.client import verify_webhook
@@ -193,7 +192,7 @@ def test_an_answer_after_the_deadline_revises_the_reward_everywhere(
 
 def test_the_trainer_sees_a_hotkey_judgement_through_sse_and_a_signed_webhook(
     service: Service,
-    browser: Any,  # noqa: F811
+    browser: Any,
     receiver: Receiver,
 ) -> None:
     name = f"rev-{uuid.uuid4().hex[:6]}"

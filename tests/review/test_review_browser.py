@@ -4,7 +4,6 @@ against a live service: the trainer's pending rewards become scored."""
 from __future__ import annotations
 
 import json
-import shutil
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -13,27 +12,9 @@ import httpx
 import pytest
 from support import Service, poll_job
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]  # fmt: skip
 PASSWORD = "correct horse battery staple"
 HOSTILE = "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'>"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which(CHROMIUM) is None, reason="needs Debian's chromium (.ci/test installs it)"
-)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
