@@ -69,7 +69,7 @@ def test_code_items_are_scored_by_their_tests(sandbox_worker: Service) -> None:
     assert response.status_code == 200, response.text
     good, bad = response.json()["items"]
     assert good["reward"]["status"] == bad["reward"]["status"] == "scored"
-    assert good["reward"]["value"] == 1.0
+    assert good["reward"]["value"] == 1.0, good["verdicts"][0]["feedback"]
     assert bad["reward"]["value"] < 1.0
     assert good["reward"]["fidelity"] == "code.sandbox"
     assert "AssertionError" in bad["verdicts"][0]["feedback"]

@@ -18,6 +18,12 @@ Judge = Callable[..., Verdict]
 # (name, code, tests): each passes with the honest code, in the style a dataset would use.
 HONEST: list[tuple[str, str, str]] = [
     (
+        "script-importing-solution",
+        "def add(a, b):\n    return a + b\n",
+        "from solution import add\nimport solution\n"
+        "assert add(1, 2) == 3\nassert solution.add(-1, 1) == 0\n",
+    ),
+    (
         "floats-with-tolerance",
         "import math\ndef area(r):\n    return math.pi * r * r\n",
         "import math, pytest\nfrom solution import area\n\n"

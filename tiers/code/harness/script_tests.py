@@ -80,6 +80,12 @@ def _run() -> int:
         _emit({"event": "finished"})
         return 1
     scope: dict[str, Any] = dict(state["names"], __name__="__main__")
+    # `from solution import f` / `import solution` in a script reach the same proxies.
+    import sys
+
+    module = type(sys)("solution")
+    module.__dict__.update(state["names"])
+    sys.modules["solution"] = module
     failed_at = None
     failures = 0
     for node in tree.body:
