@@ -88,9 +88,11 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Debian's Chromium driven by Playwright, for the web pages' tests."""
+    """Debian's Chromium driven by Playwright, for the web pages' tests. Per module: Playwright's
+    sync API keeps an event loop running in this thread while it is open, and the asyncio tests
+    of other modules need the thread without one."""
     if shutil.which(CHROMIUM) is None:
         pytest.fail("the web page tests need Debian's chromium: `bash .ci/test` installs it")
     from playwright.sync_api import sync_playwright
