@@ -6,6 +6,11 @@ sandbox image, as the sandbox tests do.
 
     .venv/bin/python bench/bench_humaneval.py
     .venv/bin/python bench/bench_humaneval.py --concurrency 8 --pool-size 32
+    .venv/bin/python bench/bench_humaneval.py --isolation container   # one container each
+
+The 328 candidates go to the tier as one batch: in isolation "process" (the default) that is
+one job, served by `--job-containers` containers whose judge runs each candidate in a fresh
+process; in isolation "container" each candidate gets a container of its own.
 """
 
 from __future__ import annotations
@@ -35,8 +40,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--pool-size", type=int, default=16)
+    parser.add_argument("--isolation", choices=["process", "container"], default="process")
+    parser.add_argument("--job-containers", type=int, default=2)
     args = parser.parse_args()
-    settings = SandboxSettings(pool_size=args.pool_size, concurrency=args.concurrency)
+    settings = SandboxSettings(
+        pool_size=args.pool_size,
+        concurrency=args.concurrency,
+        isolation=args.isolation,
+        job_containers=args.job_containers,
+    )
     tier = SandboxTier(settings)
     pool = pool_module.get_pool(settings)
     pool.wait_full(120)
@@ -63,6 +75,8 @@ def main() -> None:
                 "executions": len(items),
                 "wall_s": round(wall, 2),
                 "executions_per_s": round(len(items) / wall, 1),
+                "isolation": args.isolation,
+                "job_containers": args.job_containers,
                 "concurrency": args.concurrency,
                 "pool_size": args.pool_size,
                 "canonical_failing": failing[:10],

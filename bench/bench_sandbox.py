@@ -30,7 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import socket
 import statistics
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -51,7 +56,7 @@ from tiers.code.engine import (
 )
 from tiers.code.harness import harness_program
 from tiers.code.pool import SandboxPool
-from tiers.code.sandbox import SandboxConfig, SandboxTier
+from tiers.code.sandbox import SandboxTier
 from tiers.code.settings import SandboxSettings
 from verifier_service.settings import get_settings
 
@@ -100,11 +105,13 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class Tally:
-    """Latency and correctness of judged candidates, shared by the driving threads."""
+    """Latency and correctness of judged jobs (one or more candidates each), shared by the
+    driving threads."""
 
-    def __init__(self, run_one: Callable[[int], bool]) -> None:
+    def __init__(self, run_one: Callable[[int], list[bool]]) -> None:
         self.run_one = run_one
         self.latencies: list[float] = []
+        self.candidates = 0
         self.wrong = 0
         self._lock = threading.Lock()
 
@@ -114,7 +121,8 @@ class Tally:
         dt = time.perf_counter() - t0
         with self._lock:
             self.latencies.append(dt)
-            self.wrong += not right
+            self.candidates += len(right)
+            self.wrong += sum(not r for r in right)
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -124,8 +132,9 @@ class Tally:
         }
 
 
-def drive(run_one: Callable[[int], bool], seconds: float, concurrency: int) -> dict[str, Any]:
-    """Call run_one from `concurrency` threads for `seconds`; execs/s and latency percentiles."""
+def drive(run_one: Callable[[int], list[bool]], seconds: float, concurrency: int) -> dict[str, Any]:
+    """Call run_one from `concurrency` threads for `seconds`; candidates judged per second and
+    latency percentiles of one call (one candidate, or one job of them)."""
     tally = Tally(run_one)
     stop_at = time.monotonic() + seconds
 
@@ -139,18 +148,21 @@ def drive(run_one: Callable[[int], bool], seconds: float, concurrency: int) -> d
     with ThreadPoolExecutor(max_workers=concurrency) as ex:
         list(ex.map(worker, range(concurrency)))
     elapsed = time.monotonic() - started
-    n = len(tally.latencies)
+    n = tally.candidates
     return {"executions": n, "execs_per_s": round(n / elapsed, 2), **tally.figures()}
 
 
-def drive_batch(run_one: Callable[[int], bool], size: int, concurrency: int) -> dict[str, Any]:
-    """Judge one batch of `size` candidates, `concurrency` at a time; execs/s = size / wall
-    time of the whole batch, latency per candidate (from its start to its verdict)."""
+def drive_batch(
+    run_one: Callable[[int], list[bool]], calls: int, concurrency: int
+) -> dict[str, Any]:
+    """Make `calls` calls of run_one, `concurrency` at a time; execs/s = candidates / wall time
+    of the whole batch, latency per call (from its start to its last verdict)."""
     tally = Tally(run_one)
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=concurrency) as ex:
-        list(ex.map(tally.judge, range(size)))
+        list(ex.map(tally.judge, range(calls)))
     wall = time.perf_counter() - started
+    size = tally.candidates
     return {
         "executions": size,
         "wall_s": round(wall, 3),
@@ -159,24 +171,35 @@ def drive_batch(run_one: Callable[[int], bool], size: int, concurrency: int) -> 
     }
 
 
-def tier_runner(style: str, settings: SandboxSettings) -> Callable[[int], bool]:
-    """Judge candidate i through the tier (and so the process's pool); True if it came out right."""
+def job_runner(
+    style: str, settings: SandboxSettings, isolation: str, job_size: int
+) -> Callable[[int], list[bool]]:
+    """Judge job i (`job_size` candidates in one verify_batch, as one request's items reach the
+    sandbox worker) in the given isolation; one True per candidate that came out right."""
     tier = SandboxTier(settings)
     items = candidates(style)
-    config = SandboxConfig()
+    config = {"isolation": isolation}
 
-    def run_one(i: int) -> bool:
-        item, ok = items[i % len(items)]
-        verdict = tier.verify_one(item, config)
-        return (verdict.status is VerdictStatus.passed) == ok
+    def run_one(i: int) -> list[bool]:
+        job = [items[(i * job_size + k) % len(items)] for k in range(job_size)]
+        verdicts = tier.verify_batch([item for item, _ in job], config)
+        return [
+            (verdict.status is VerdictStatus.passed) == ok
+            for verdict, (_, ok) in zip(verdicts, job, strict=True)
+        ]
 
     return run_one
 
 
 def bench_pool(
-    seconds: float, concurrency: int, style: str, settings: SandboxSettings
+    seconds: float,
+    concurrency: int,
+    style: str,
+    settings: SandboxSettings,
+    isolation: str,
+    job_size: int,
 ) -> dict[str, Any]:
-    run_one = tier_runner(style, settings)
+    run_one = job_runner(style, settings, isolation, job_size)
     pool = pool_module.get_pool(settings)
     pool.wait_full(30)
     try:
@@ -199,18 +222,24 @@ def containers_created(pool: SandboxPool, since: float, until: float) -> int:
 
 
 def bench_burst(
-    size: int, concurrency: int, style: str, settings: SandboxSettings
+    size: int,
+    concurrency: int,
+    style: str,
+    settings: SandboxSettings,
+    isolation: str,
+    job_size: int,
 ) -> dict[str, Any]:
-    """One batch of `size` candidates on a full, settled pool of `size` warm containers."""
+    """One training step: `size` candidates in jobs of `job_size`, `concurrency` jobs at a
+    time, on a full, settled pool of `size` warm containers."""
     settings = settings.model_copy(update={"pool_size": size})
-    run_one = tier_runner(style, settings)
+    run_one = job_runner(style, settings, isolation, job_size)
     pool = pool_module.get_pool(settings)
     try:
         if not pool.wait_full(120):
             raise SystemExit(f"the pool did not fill to {size} warm containers in 120 s")
         time.sleep(1.0)  # a trainer generates for seconds between steps
         since = time.time()
-        result = drive_batch(run_one, size, concurrency)
+        result = drive_batch(run_one, max(1, size // job_size), concurrency)
         until = time.time()
         refilled = pool.wait_full(120)
         result["refill_s"] = round(time.time() - until, 2) if refilled else None
@@ -220,14 +249,14 @@ def bench_burst(
         pool_module.shutdown_pool()
 
 
-def docker_run_runner(style: str, settings: SandboxSettings) -> Callable[[int], bool]:
+def docker_run_runner(style: str, settings: SandboxSettings) -> Callable[[int], list[bool]]:
     """The same harness and limits, but a new `docker run` (create, start, wait, rm) each time."""
     client = check_engine(settings)
     runtime = settings.runtime  # resolved once in main(), so both modes use the same one
     runner = harness_program()
     items = candidates(style)
 
-    def run_one(i: int) -> bool:
+    def run_one(i: int) -> list[bool]:
         item, ok = items[i % len(items)]
         spec = {
             "mode": style,
@@ -258,7 +287,7 @@ def docker_run_runner(style: str, settings: SandboxSettings) -> Callable[[int], 
         events = report["run"]["events"]
         results = [e for e in events if e.get("event") == "result"]
         passed = bool(results) and all(e["outcome"] == "passed" for e in results)
-        return passed == ok
+        return [passed == ok]
 
     return run_one
 
@@ -274,10 +303,10 @@ def bench_lifecycle(seconds: float, concurrency: int, settings: SandboxSettings)
     idle locked-down container, running no code at all."""
     pool = pool_module.SandboxPool(settings.model_copy(update={"pool_size": 0}))
 
-    def run_one(_: int) -> bool:
+    def run_one(_: int) -> list[bool]:
         cid = pool._create()
         pool.client.api.remove_container(cid, force=True)
-        return True
+        return [True]
 
     try:
         return drive(run_one, seconds, concurrency)
@@ -293,17 +322,103 @@ def ratios(pool: dict[str, Any], run: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def bench_service(
+    seconds: float, trainers: int, job_size: int, style: str, isolation: str
+) -> dict[str, Any]:
+    """Through the whole service (`verifier-service dev`: API, Celery workers, SQLite, the
+    sandbox worker with its pool): `trainers` clients each POST /v1/rewards with `job_size`
+    code items (each unique, so no verdict comes from the cache) and wait for the rewards,
+    again and again for `seconds`."""
+    import httpx
+
+    items = candidates(style)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
+        env.update(
+            VERIFIER_DATA_DIR=tmp,
+            VERIFIER_LOG_LEVEL="WARNING",
+            VERIFIER_SANDBOX__ISOLATION=isolation,
+        )
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        url = f"http://127.0.0.1:{port}"
+        dev = subprocess.Popen(
+            [sys.executable, "-m", "verifier_service", "dev", "--port", str(port), "--sandbox"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 300  # a loaded machine starts it slowly
+            while True:
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline or dev.poll() is not None:
+                    raise SystemExit("the service did not start")
+                time.sleep(0.3)
+            counter = iter(range(1 << 30))
+            lock = threading.Lock()
+
+            def run_one(_: int) -> list[bool]:
+                with lock:
+                    first = next(counter) * job_size
+                job = [items[(first + k) % len(items)] for k in range(job_size)]
+                body = [
+                    {"kind": "code", "payload": dict(item.payload, code=item.payload["code"]
+                                                    + f"\n# {first + k}\n")}
+                    for k, (item, _) in enumerate(job)
+                ]  # fmt: skip
+                with httpx.Client(base_url=url, timeout=120) as client:
+                    answer = client.post("/v1/rewards", json={"items": body, "wait_s": 60})
+                    answer.raise_for_status()
+                    state = answer.json()
+                    while state["status"] != "completed":
+                        time.sleep(0.1)
+                        state = client.get(f"/v1/jobs/{state['id']}").json()
+                rewards = [i["reward"] for i in sorted(state["items"], key=lambda i: i["index"])]
+                return [
+                    (r["status"] == "scored" and r.get("value") == 1.0) == ok
+                    for r, (_, ok) in zip(rewards, job, strict=True)
+                ]
+
+            drive_batch(run_one, trainers, trainers)  # warm-up: the pool, the workers
+            return drive(run_one, seconds, trainers)
+        finally:
+            os.killpg(dev.pid, signal.SIGINT)
+            try:
+                dev.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(dev.pid, signal.SIGKILL)
+
+
+def ratio(process: dict[str, Any], container: dict[str, Any]) -> dict[str, float]:
+    return {
+        "execs_per_s": round(process["execs_per_s"] / container["execs_per_s"], 2),
+        "p50": round(process["p50_s"] / container["p50_s"], 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--mode",
-        choices=["pool", "run", "lifecycle", "burst", "both", "all"],
+        choices=["pool", "run", "lifecycle", "burst", "service", "both", "all"],
         default="both",
-        help="both: sustained pool and docker run; all: also the bare container lifecycle "
-        "and the burst",
+        help="both: sustained pool and docker run; all: also the bare container lifecycle, "
+        "the burst and the whole service",
+    )
+    parser.add_argument(
+        "--isolation",
+        choices=["process", "container", "both"],
+        default="both",
+        help="pool, burst and service modes: the isolation(s) measured (both: side by side)",
     )
     parser.add_argument("--seconds", type=float, default=12.0, help="sustained: time per mode")
-    parser.add_argument("--concurrency", type=int, default=4, help="candidates in flight")
+    parser.add_argument("--concurrency", type=int, default=4, help="jobs (requests) in flight")
+    parser.add_argument("--job-size", type=int, default=8, help="candidates per job (request)")
     parser.add_argument("--pool-size", type=int, default=4, help="sustained: warm containers")
     parser.add_argument(
         "--burst", type=int, default=32, help="burst: candidates in the batch and pool size"
@@ -315,54 +430,65 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
-    sandbox = get_settings().sandbox.model_copy(
-        update={"pool_size": args.pool_size, "concurrency": args.concurrency}
-    )
+    sandbox = get_settings().sandbox.model_copy(update={"pool_size": args.pool_size})
     if args.runtime:
         sandbox.runtime = args.runtime
     # Resolve "auto" once: the pool and the docker-run baseline then name the same runtime.
     sandbox.runtime = resolve_runtime(sandbox, check_engine(sandbox))
+    isolations = ["container", "process"] if args.isolation == "both" else [args.isolation]
     results: dict[str, Any] = {
         "runtime": sandbox.runtime,
         "style": args.style,
         "concurrency": args.concurrency,
+        "job_size": args.job_size,
         "pool_size": args.pool_size,
         "burst": args.burst,
+        "load_before": os.getloadavg(),
     }
-    print(f"runtime {sandbox.runtime}, {args.style} tests, concurrency {args.concurrency}, "
-          f"{os.cpu_count()} CPUs; sustained: pool size {args.pool_size}, {args.seconds:g} s "
-          f"per mode; burst: {args.burst} candidates on a warm pool of {args.burst}",
-          flush=True)  # fmt: skip
+    print(f"runtime {sandbox.runtime}, {args.style} tests, {args.concurrency} jobs of "
+          f"{args.job_size} in flight, {os.cpu_count()} CPUs; sustained: pool size "
+          f"{args.pool_size}, {args.seconds:g} s per mode; burst: {args.burst} candidates on a "
+          f"warm pool of {args.burst}; load average {os.getloadavg()}", flush=True)  # fmt: skip
+
+    def side_by_side(kind: str, measure: Callable[[str], dict[str, Any]]) -> None:
+        for isolation in isolations:
+            results[f"{kind}_{isolation}"] = measure(isolation)
+            print(f"{kind:9} {isolation:9}", json.dumps(results[f"{kind}_{isolation}"]),
+                  flush=True)  # fmt: skip
+        if len(isolations) == 2:
+            results[f"{kind}_process_vs_container"] = ratio(
+                results[f"{kind}_process"], results[f"{kind}_container"]
+            )
+            print(f"{kind:9} process / container",
+                  json.dumps(results[f"{kind}_process_vs_container"]), flush=True)  # fmt: skip
+
     if args.mode in ("pool", "both", "all"):
-        results["pool"] = bench_pool(args.seconds, args.concurrency, args.style, sandbox)
-        print("sustained pool      ", json.dumps(results["pool"]), flush=True)
+        side_by_side("sustained", lambda iso: bench_pool(
+            args.seconds, args.concurrency, args.style, sandbox, iso, args.job_size))  # fmt: skip
     if args.mode in ("run", "both", "all"):
         results["docker_run"] = bench_docker_run(
             args.seconds, args.concurrency, args.style, sandbox
         )
-        print("sustained docker run", json.dumps(results["docker_run"]), flush=True)
+        print("sustained docker run (one candidate each)", json.dumps(results["docker_run"]),
+              flush=True)  # fmt: skip
+        for isolation in isolations:
+            if f"sustained_{isolation}" in results:
+                key = f"sustained_{isolation}_vs_docker_run"
+                results[key] = round(
+                    results[f"sustained_{isolation}"]["execs_per_s"]
+                    / results["docker_run"]["execs_per_s"],
+                    2,
+                )
+                print(f"sustained {isolation} / docker run (execs/s)", results[key], flush=True)
     if args.mode in ("lifecycle", "all"):
         results["lifecycle_only"] = bench_lifecycle(args.seconds, args.concurrency, sandbox)
         print("sustained lifecycle ", json.dumps(results["lifecycle_only"]), flush=True)
-    if "pool" in results and "docker_run" in results:
-        results["pool_vs_docker_run"] = ratios(results["pool"], results["docker_run"])
-        print("sustained pool / docker run", json.dumps(results["pool_vs_docker_run"]),
-              flush=True)  # fmt: skip
     if args.mode in ("burst", "all"):
-        burst = results["burst_pool"] = bench_burst(
-            args.burst, args.concurrency, args.style, sandbox
-        )
-        print(f"burst of {args.burst}, warm pool     ", json.dumps(burst), flush=True)
-        run = drive_batch(docker_run_runner(args.style, sandbox), args.burst, args.concurrency)
-        results["burst_docker_run"] = run
-        print(f"burst of {args.burst}, docker run    ", json.dumps(run), flush=True)
-        results["burst_pool_vs_docker_run"] = ratios(burst, run)
-        print("burst pool / docker run", json.dumps(results["burst_pool_vs_docker_run"]),
-              flush=True)  # fmt: skip
-        if "pool" in results:
-            results["burst_vs_sustained_pool"] = ratios(burst, results["pool"])
-            print("burst pool / sustained pool", json.dumps(results["burst_vs_sustained_pool"]),
-                  flush=True)  # fmt: skip
+        side_by_side("burst", lambda iso: bench_burst(
+            args.burst, args.concurrency, args.style, sandbox, iso, args.job_size))  # fmt: skip
+    if args.mode in ("service", "all"):
+        side_by_side("service", lambda iso: bench_service(
+            args.seconds, args.concurrency, args.job_size, args.style, iso))  # fmt: skip
     print(json.dumps(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

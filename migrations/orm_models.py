@@ -3,6 +3,14 @@ database with (env.py) and what the migration drift test checks. A new domain's 
 their import here."""
 
 from verifier_service.auth.models import ApiKey, AuditEvent, Principal, User, WebSession
+from verifier_service.console.models import (
+    HourWalls,
+    MinuteCost,
+    MinuteItems,
+    MinuteRewards,
+    MinuteVerdicts,
+    RollupState,
+)
 from verifier_service.core.db import Base
 from verifier_service.core.outbox import OutboxMessage
 from verifier_service.events.models import JobCallback, JobEvent, WebhookAttempt, WebhookDelivery
@@ -29,10 +37,15 @@ __all__ = [
     "ApiKey",
     "AuditEvent",
     "CostLedgerEntry",
+    "HourWalls",
     "Item",
     "Job",
     "JobCallback",
     "JobEvent",
+    "MinuteCost",
+    "MinuteItems",
+    "MinuteRewards",
+    "MinuteVerdicts",
     "OutboxMessage",
     "PolicyRecord",
     "PolicyVersionRecord",
@@ -43,6 +56,7 @@ __all__ = [
     "ReviewQueue",
     "ReviewTask",
     "ReviewerState",
+    "RollupState",
     "User",
     "VerdictCacheEntry",
     "VerdictRecord",

@@ -93,7 +93,9 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     from verifier_service import health
     from verifier_service.auth import endpoints as auth_endpoints
     from verifier_service.compat.openrlhf import router as openrlhf_router
+    from verifier_service.console.ops_pages import router as console_ops_router
     from verifier_service.console.pages import router as console_router
+    from verifier_service.console.policy_pages import router as console_policies_router
     from verifier_service.events.endpoints import router as events_router
     from verifier_service.jobs.endpoints import router as jobs_router
     from verifier_service.ladder.endpoints import router as ladder_router
@@ -118,6 +120,8 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     app.include_router(review_pages)
     app.include_router(metrics_router)
     app.include_router(console_router)
+    app.include_router(console_policies_router)
+    app.include_router(console_ops_router)
     tracing.instrument_app(app, settings)
     auth_endpoints.redact_keys_in_access_log()
     return app

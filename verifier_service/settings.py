@@ -26,6 +26,14 @@ class DatabaseSettings(BaseModel):
     sqlite_busy_timeout_ms: int = Field(
         default=30_000, description="How long a SQLite writer waits for the lock."
     )
+    idle_in_transaction_timeout_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="PostgreSQL ends a session that sits idle inside a transaction this long, "
+        "releasing its row locks: a worker host that vanished mid-transaction (pulled cable, "
+        "frozen VM) would otherwise block the work sent again until TCP gives up, hours later. "
+        "0: never.",
+    )
 
 
 class BrokerSettings(BaseModel):
@@ -122,11 +130,24 @@ class WorkerSettings(BaseModel):
         "message lost, or its worker died during an attempt) is sent again by the recovery "
         "sweep.",
     )
+    task_items: int = Field(
+        default=64,
+        ge=1,
+        description="The most items one tier task carries: a large batch is split into tasks "
+        "of about even size that several worker processes take at once (then joined in one "
+        "job); identical items stay in one task.",
+    )
     max_dispatches: int = Field(
         default=5,
         ge=1,
         description="Times the recovery sweep sends an item's tier work before it ends the item "
         "with an infra_error reward (reason: lost).",
+    )
+    control_poll_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="How often a worker reads the operators' controls (paused queues, its drain "
+        "order) and stops or starts consuming to match.",
     )
 
     @model_validator(mode="after")

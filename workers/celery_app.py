@@ -25,7 +25,7 @@ app = celery_app()
 app.conf.include = ["workers.tasks", "workers.callbacks"]
 
 # Connect their signals: worker presence; task metrics, request ids in logs, traces.
-from workers import observability, presence  # noqa: E402, F401
+from workers import control, observability, presence  # noqa: E402, F401
 
 #: The queues this worker consumes (set in the worker's main process, inherited by its children).
 _consumed: set[str] = set()
@@ -41,7 +41,8 @@ def _plain_logs(**_: Any) -> None:
 
 @celeryd_after_setup.connect
 def _remember_queues(instance: Any = None, **_: Any) -> None:
-    _consumed.update(instance.app.amqp.queues.consume_from or {})
+    # Paused queues included (workers.control, connected first, held them back already).
+    _consumed.update(control.started_for or instance.app.amqp.queues.consume_from or {})
 
 
 @worker_process_init.connect

@@ -14,7 +14,9 @@ from celery.signals import task_postrun, task_received, worker_ready, worker_shu
 
 from verifier_service.core.notify import sync_client
 from verifier_service.core.presence import held_key, presence_key
+from verifier_service.metrics import propagation
 from verifier_service.settings import get_settings
+from workers import control
 
 log = structlog.get_logger(__name__)
 
@@ -69,7 +71,8 @@ _heartbeat: Heartbeat | None = None
 @worker_ready.connect
 def _start(sender: Any = None, **_: Any) -> None:
     global _heartbeat
-    queues = sorted(q.name for q in sender.task_consumer.queues)
+    # The queues it was started for, paused ones included (workers.control holds those back).
+    queues = list(control.started_for) or sorted(q.name for q in sender.task_consumer.queues)
     _heartbeat = Heartbeat(sender.hostname, queues)
     _heartbeat.start()
 
@@ -91,7 +94,10 @@ def _hold(request: Any = None, **_: Any) -> None:
         client = sync_client(get_settings().broker_url)
         key = held_key(request.hostname)
         pipe = client.pipeline(transaction=False)
-        pipe.hset(key, request.id, json.dumps([request.name, list(request.args), queue]))
+        # The request id and job id travel with it: work sent again is still the request's.
+        carried = propagation.carried_context(getattr(request, "request_dict", None))
+        entry = [request.name, list(request.args), queue, carried]
+        pipe.hset(key, request.id, json.dumps(entry))
         pipe.expire(key, HELD_TTL_S)
         pipe.execute()
     except redis.RedisError as exc:  # the broker is away: then so are its messages

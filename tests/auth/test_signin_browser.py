@@ -77,7 +77,8 @@ def test_a_forged_csrf_token_is_refused(live_service: Service, browser: Any, per
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url("**/account")
     # What a page on another site could send: the form without a valid token.
-    page.locator("input[name=csrf_token]").evaluate("e => e.value = 'forged'")
+    token = page.locator("form[action='/signout'] input[name=csrf_token]")
+    token.evaluate("e => e.value = 'forged'")
     with page.expect_response(lambda r: r.request.method == "POST") as answer:
         page.get_by_role("button", name="Sign out").click()
     assert answer.value.status == 403

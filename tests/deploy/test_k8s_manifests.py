@@ -175,7 +175,12 @@ def test_env_var_names_are_real_settings() -> None:
 def test_settings_agree_with_compose_and_validate() -> None:
     shared = COMPOSE["x-service-env"]
     config = BY_KIND["ConfigMap"]["verifier-settings"]["data"]
-    for key in ("VERIFIER_WORKER__TASK_TIME_LIMIT_S", "VERIFIER_WORKER__VISIBILITY_TIMEOUT_S"):
+    for key in (
+        "VERIFIER_WORKER__TASK_TIME_LIMIT_S",
+        "VERIFIER_WORKER__VISIBILITY_TIMEOUT_S",
+        "VERIFIER_METRICS__WORKER_PORT",
+        "VERIFIER_METRICS__WORKER_HOST",
+    ):
         assert config[key] == shared[key], key
     for where, container in _app_containers():
         env = {k: v for k, v in _env(container).items() if k.startswith("VERIFIER_")}
@@ -271,3 +276,15 @@ def test_redis_persists_and_the_sandbox_reaches_docker() -> None:
     sandbox = _pod_spec(BY_KIND["Deployment"]["worker-sandbox"])
     mounts = {m["mountPath"] for m in sandbox["containers"][0]["volumeMounts"]}
     assert "/var/run/docker.sock" in mounts
+
+
+def test_every_worker_pod_is_scraped_on_its_metrics_port() -> None:
+    port = BY_KIND["ConfigMap"]["verifier-settings"]["data"]["VERIFIER_METRICS__WORKER_PORT"]
+    workers = [d for name, d in BY_KIND["Deployment"].items() if name.startswith("worker-")]
+    assert workers
+    for deployment in workers:
+        annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
+        name = deployment["metadata"]["name"]
+        assert annotations.get("prometheus.io/scrape") == "true", name
+        assert annotations.get("prometheus.io/port") == port, name
+        assert annotations.get("prometheus.io/path") == "/metrics", name

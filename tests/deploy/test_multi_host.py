@@ -253,6 +253,12 @@ def deployment(network: Network, tmp_path: Path) -> Iterator[Deployment]:
             VERIFIER_WORKER__TASK_TIME_LIMIT_S="60",
             VERIFIER_WORKER__VISIBILITY_TIMEOUT_S="65",
             VERIFIER_WORKER__SWEEP_S="2",
+            # One task per tier step, however large: the lost-host test needs its 1,500-item
+            # batch held whole by one host when that host disappears.
+            VERIFIER_WORKER__TASK_ITEMS="5000",
+            # A host pulled mid-transaction keeps its row locks until PostgreSQL ends its
+            # session; production's 120 s would outlast the test.
+            VERIFIER_DATABASE__IDLE_IN_TRANSACTION_TIMEOUT_S="10",
         )
         deployment = Deployment(net=network, tmp=tmp_path, env=env)
         deployment.start(
@@ -361,7 +367,8 @@ def test_worker_host_lost_mid_task_is_redelivered_to_the_other(deployment: Deplo
         net.kill_all(victim)
         other_offset = len(deployment.log(other))
 
-        job = poll_job(client, location, timeout=60)
+        job = poll_job(client, location, timeout=90)
+        assert job["status"] == "completed", deployment.tail()
         redelivered_s = time.monotonic() - lost_at
         # The lost host's presence ran out: the API sees one worker host left.
         assert _fast_workers(client) == 1

@@ -85,6 +85,13 @@ def largest_fragment(mol: Chem.Mol) -> Chem.Mol:
 
     best = max(range(len(frags)), key=rank)
     chosen: Chem.Mol = frags[best]
+    # Fragments split off unsanitized carry no ring information: descriptors that count rings
+    # would raise "RingInfo not initialized" and ring checks would see none. The parent was
+    # sanitized, so its fragment sanitizes too; should it not, perceive rings alone.
+    try:
+        Chem.SanitizeMol(chosen)
+    except Exception:  # RDKit raises several exception types
+        Chem.FastFindRings(chosen)
     return chosen
 
 

@@ -33,7 +33,8 @@ def isolation_options(s: SandboxSettings, runtime: str) -> dict[str, Any]:
         "network_mode": "none",
         "read_only": True,
         "tmpfs": {
-            "/work": f"size={s.tmpfs_mb}m,uid={uid},gid={gid},mode=0700",
+            # exec: compiled languages run the binary they build here (nosuid stays).
+            "/work": f"size={s.tmpfs_mb}m,uid={uid},gid={gid},mode=0700,exec",
             "/judge": "size=16m,uid=0,gid=0,mode=0700",
         },
         "mem_limit": f"{s.default_memory_mb}m",

@@ -7,7 +7,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,10 +90,14 @@ def build_image(
     mirror: str | None = None,
     suite: str = DEFAULT_SUITE,
     log: Callable[[str], None] = print,
+    packages: Sequence[str] = PACKAGES,
+    labels: Mapping[str, str] | None = None,
 ) -> str:
     """Build `tag` from Debian packages (no registry needed) and return the image id.
 
-    Needs root (debootstrap) and the `debootstrap` and `tar` programs.
+    `packages` are installed on top of a minimal Debian (a language family's toolchain, see
+    tiers.code.languages); `labels` are added to the image. Needs root (debootstrap) and the
+    `debootstrap` and `tar` programs.
     """
     debootstrap = shutil.which("debootstrap")
     if debootstrap is None:
@@ -104,11 +108,11 @@ def build_image(
     mirror = mirror or apt_mirror()
     with tempfile.TemporaryDirectory(prefix="verifier-sandbox-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        log(f"debootstrap {suite} from {mirror} (about a minute)...")
+        log(f"debootstrap {suite} from {mirror} with {', '.join(packages)} (a minute or more)...")
         cmd = [
             debootstrap,
             "--variant=minbase",
-            f"--include={','.join(PACKAGES)}",
+            f"--include={','.join(packages)}",
             suite,
             str(rootfs),
             mirror,
@@ -134,6 +138,7 @@ def build_image(
         log(f"importing as {repository}:{version}...")
         changes = [
             f"LABEL {IMAGE_LABEL}=1",
+            *(f"LABEL {key}={value}" for key, value in (labels or {}).items()),
             f"USER {SANDBOX_UID}:{SANDBOX_UID}",
             "WORKDIR /work",
             "ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/work LANG=C.UTF-8",

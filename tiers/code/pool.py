@@ -263,6 +263,25 @@ class SandboxPool:
                 self._in_flight -= 1
                 self._cond.notify_all()
 
+    # -- jobs (isolation "process": tiers.code.session) ---------------------------------------
+
+    def begin_job(self) -> None:
+        """A job holds containers from now on: the pool defers its engine work as for run()."""
+        with self._cond:
+            if self._closed:
+                raise SandboxInfraError("pool_closed", "the sandbox pool has been shut down")
+            self._in_flight += 1
+
+    def end_job(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            self._cond.notify_all()
+
+    def release(self, cid: str, ended: bool) -> None:
+        """Give back a container a job took with acquire(): removed when quiet if its judge
+        exited on its own, else killed and removed now. It never serves anything again."""
+        (self._retire if ended else self.destroy)(cid)
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def owned(self) -> set[str]:

@@ -6,17 +6,26 @@ import ast
 import io
 import threading
 import tokenize
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import ValidationError
 
 from tiers.base import Candidate, Cost, Verdict, VerdictStatus, judge_one, stable_json
-from tiers.code.attach import SandboxInfraError
+from tiers.code.attach import RunOutcome, SandboxInfraError
 from tiers.code.engine import SandboxUnavailableError, startup_check
+from tiers.code.languages import UnknownLanguageError, get_language
 from tiers.code.pool import get_pool, shutdown_pool
-from tiers.code.schemas import SOURCE_LIMIT_ERROR, CodePayload, SandboxConfig
+from tiers.code.sandbox_languages import judge_language
+from tiers.code.schemas import (
+    LANGUAGE_NOT_BUILT_ERROR,
+    SOURCE_LIMIT_ERROR,
+    CodePayload,
+    SandboxConfig,
+)
+from tiers.code.session import JobContainer
 from tiers.code.settings import SandboxSettings
 from tiers.code.verdicts import (
     TIER_NAME,
@@ -35,7 +44,6 @@ __all__ = [
     "startup_check",
 ]
 
-SUPPORTED_LANGUAGES = frozenset({"python", "python3"})
 TestStyle = Literal["pytest", "script", "io"]
 # CPython 3.11 can fail ast.parse in concurrent threads ("AST constructor recursion depth
 # mismatch", seen on HumanEval/157 in a batch of 4 threads): one parse at a time.
@@ -140,6 +148,8 @@ class SandboxTier:
             "timeout_s": payload.timeout_s,
             "memory_mb": payload.memory_mb,
         }
+        if payload.compile_timeout_s is not None:
+            canonical["compile_timeout_s"] = payload.compile_timeout_s
         if payload.cases:  # only then: the canonical form of other payloads stays as it was
             canonical["io"] = io_spec(payload)
         return stable_json(canonical)
@@ -150,6 +160,25 @@ class SandboxTier:
             cfg = SandboxConfig.model_validate(dict(config))
         except ValidationError as exc:
             return [self._verdict(VerdictStatus.error, "invalid_config", str(exc)) for _ in items]
+        if (cfg.isolation or self.settings.isolation) != "process":
+            return self._verify_each(items, cfg)
+        # Process isolation serves Python candidates; other languages run in their own images,
+        # one container per candidate, side by side with the job's containers.
+        others = [i for i, item in enumerate(items) if not _is_python(item)]
+        if not others:
+            return self._verify_job(items, cfg)
+        python = [i for i in range(len(items)) if i not in set(others)]
+        verdicts: list[Verdict | None] = [None] * len(items)
+        for indices, judged in (
+            (others, self._verify_each([items[i] for i in others], cfg)),
+            (python, self._verify_job([items[i] for i in python], cfg)),
+        ):
+            for index, verdict in zip(indices, judged, strict=True):
+                verdicts[index] = verdict
+        return [v for v in verdicts if v is not None]
+
+    def _verify_each(self, items: Sequence[Candidate], cfg: SandboxConfig) -> list[Verdict]:
+        """isolation "container": every item in a container of its own, concurrently."""
         workers = max(1, min(self.settings.concurrency, len(items)))
         if workers == 1:
             return [self.verify_one(item, cfg) for item in items]
@@ -176,19 +205,18 @@ class SandboxTier:
     ) -> Verdict:
         return code_verdict(status, reason, feedback)
 
-    def _judge(self, item: Candidate, cfg: SandboxConfig) -> tuple[Verdict, float]:
+    def _prepare(self, item: Candidate, cfg: SandboxConfig) -> Verdict | Prepared:
+        """The judge's spec of one item, or the verdict on an item that needs no run."""
         settings = self.settings
         if item.kind != "code":
             return self._verdict(
                 VerdictStatus.error, "wrong_kind", f"code.sandbox judges code, not {item.kind}"
-            ), 0.0
+            )
         language = item.payload.get("language", "python")
-        if not isinstance(language, str) or language.lower() not in SUPPORTED_LANGUAGES:
-            return self._verdict(
-                VerdictStatus.failed,
-                "unsupported_language",
-                f"language {language!r} is not supported; supported: python",
-            ), 0.0
+        try:  # other languages than Python: tiers.code.sandbox_languages
+            lang = get_language(language if isinstance(language, str) else "")
+        except UnknownLanguageError as exc:
+            return self._verdict(VerdictStatus.failed, "unsupported_language", str(exc))
         try:
             payload = CodePayload.model_validate(
                 item.payload, context={"sandbox_settings": settings}
@@ -196,8 +224,15 @@ class SandboxTier:
         except ValidationError as exc:
             too_large = [e["msg"] for e in exc.errors() if e["type"] == SOURCE_LIMIT_ERROR]
             if too_large:
-                return self._verdict(VerdictStatus.error, SOURCE_LIMIT_ERROR, too_large[0]), 0.0
-            return self._verdict(VerdictStatus.error, "invalid_payload", str(exc)), 0.0
+                return self._verdict(VerdictStatus.error, SOURCE_LIMIT_ERROR, too_large[0])
+            unbuilt = [e["msg"] for e in exc.errors() if e["type"] == LANGUAGE_NOT_BUILT_ERROR]
+            if unbuilt:
+                return self._verdict(VerdictStatus.error, "image_missing", unbuilt[0])
+            return self._verdict(VerdictStatus.error, "invalid_payload", str(exc))
+        if lang.name != "python":  # one container per candidate, in its language's image
+            verdict, container_cpu_s = judge_language(payload, cfg, settings, lang)
+            verdict.cost = Cost(cpu_s=container_cpu_s)
+            return verdict
         try:
             style, expected = (
                 ("io", len(payload.cases)) if payload.cases else detect_test_style(payload.tests)
@@ -207,17 +242,8 @@ class SandboxTier:
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             return self._verdict(
                 VerdictStatus.error, "invalid_tests", f"the tests do not parse: {exc}"
-            ), 0.0
-        limits = Limits(
-            timeout_s=min(
-                payload.timeout_s or cfg.timeout_s or settings.default_timeout_s,
-                settings.max_timeout_s,
-            ),
-            memory_mb=min(
-                payload.memory_mb or cfg.memory_mb or settings.default_memory_mb,
-                settings.max_memory_mb,
-            ),
-        )
+            )
+        limits = Limits.of(payload, cfg, settings)
         spec = {
             "mode": style,
             "code": payload.code,
@@ -228,12 +254,116 @@ class SandboxTier:
             "output_cap": settings.output_cap_bytes,
             "output_limit": settings.output_limit_bytes,
         }
+        return Prepared(spec, payload, limits, expected)
+
+    def _conclude(
+        self, prepared: Prepared, cfg: SandboxConfig, run: Callable[[], RunOutcome]
+    ) -> tuple[Verdict, float]:
+        """Run a prepared item (`run`) and make its verdict; with the container's CPU time."""
         try:
-            outcome = get_pool(settings).run(spec, limits.timeout_s, limits.memory_mb)
+            outcome = run()
         except SandboxUnavailableError as exc:
             reason = "image_missing" if "image" in str(exc) else "engine_unavailable"
             return self._verdict(VerdictStatus.error, reason, str(exc)), 0.0
         except SandboxInfraError as exc:
             return self._verdict(VerdictStatus.error, exc.reason, str(exc)), 0.0
         cpu_s = float((outcome.report or {}).get("cpu_s") or 0.0)
-        return verdict_from_outcome(outcome, payload, cfg, settings, limits, expected), cpu_s
+        p = prepared
+        verdict = verdict_from_outcome(outcome, p.payload, cfg, self.settings, p.limits, p.expected)
+        return verdict, cpu_s
+
+    def _judge(self, item: Candidate, cfg: SandboxConfig) -> tuple[Verdict, float]:
+        prepared = self._prepare(item, cfg)
+        if isinstance(prepared, Verdict):  # no run, or another language's (its CPU in cost)
+            return prepared, prepared.cost.cpu_s
+        limits = prepared.limits
+
+        def run() -> RunOutcome:
+            pool = get_pool(self.settings)
+            return pool.run(prepared.spec, limits.timeout_s, limits.memory_mb)
+
+        return self._conclude(prepared, cfg, run)
+
+    def _verify_job(self, items: Sequence[Candidate], cfg: SandboxConfig) -> list[Verdict]:
+        """isolation "process": the batch is one job (one request's items, one principal). Its
+        candidates run one after another, each in a fresh process, in containers that serve
+        this job only: up to `job_containers` per memory limit, side by side."""
+        verdicts: list[Verdict | None] = [None] * len(items)
+        groups: dict[int, list[tuple[int, Prepared]]] = {}  # memory limit -> its items
+        for index, item in enumerate(items):
+            try:
+                prepared = self._prepare(item, cfg)
+            except Exception as exc:  # a bug never loses the rest of the batch
+                prepared = self._verdict(
+                    VerdictStatus.error, "internal_error", f"{type(exc).__name__}: {exc}"
+                )
+            if isinstance(prepared, Verdict):
+                verdicts[index] = judge_one(self.name, self.version, _returning(prepared))
+            else:
+                groups.setdefault(prepared.limits.memory_mb, []).append((index, prepared))
+        lanes: list[tuple[int, list[tuple[int, Prepared]]]] = []
+        for memory_mb, group in groups.items():
+            k = min(self.settings.job_containers, len(group))
+            lanes += [(memory_mb, group[i::k]) for i in range(k)]
+
+        def serve(lane: tuple[int, list[tuple[int, Prepared]]]) -> None:
+            memory_mb, queue = lane
+            session: JobContainer | None = None
+
+            def run(spec: dict[str, Any], timeout_s: float) -> RunOutcome:
+                nonlocal session
+                if session is None:
+                    session = JobContainer(get_pool(self.settings), memory_mb)
+                return session.run(spec, timeout_s)
+
+            try:
+                for index, prepared in queue:
+                    verdicts[index] = self._measured(prepared, cfg, run)
+            finally:
+                if session is not None:
+                    session.close()
+
+        if len(lanes) == 1:
+            serve(lanes[0])
+        elif lanes:
+            with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="job") as executor:
+                list(executor.map(serve, lanes))
+        return [v for v in verdicts if v is not None]
+
+    def _measured(
+        self,
+        prepared: Prepared,
+        cfg: SandboxConfig,
+        run: Callable[[dict[str, Any], float], RunOutcome],
+    ) -> Verdict:
+        def judge() -> Verdict:
+            verdict, container_cpu_s = self._conclude(
+                prepared, cfg, lambda: run(prepared.spec, prepared.limits.timeout_s)
+            )
+            verdict.cost = Cost(cpu_s=container_cpu_s)
+            return verdict
+
+        return judge_one(self.name, self.version, judge)
+
+
+def _returning(verdict: Verdict) -> Callable[[], Verdict]:
+    return lambda: verdict
+
+
+@dataclass
+class Prepared:
+    """One item ready for the judge: its spec, its payload, its limits, its test count."""
+
+    spec: dict[str, Any]
+    payload: CodePayload
+    limits: Limits
+    expected: int
+
+
+def _is_python(item: Candidate) -> bool:
+    """Whether an item names Python (or a language nobody knows: it fails like Python's would)."""
+    language = item.payload.get("language", "python")
+    try:
+        return get_language(language if isinstance(language, str) else "").name == "python"
+    except UnknownLanguageError:
+        return True

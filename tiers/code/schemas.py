@@ -23,6 +23,8 @@ from tiers.registry import settings_for
 
 #: The validation error type of a payload over the sandbox.max_source_bytes setting.
 SOURCE_LIMIT_ERROR = "payload_too_large"
+#: The validation error type of a payload in a language whose sandbox image is not built.
+LANGUAGE_NOT_BUILT_ERROR = "language_not_built"
 
 
 class SandboxConfig(BaseModel):
@@ -35,6 +37,11 @@ class SandboxConfig(BaseModel):
     )
     memory_mb: int | None = Field(
         default=None, ge=64, description="Memory limit per candidate; default: the setting."
+    )
+    isolation: Literal["process", "container"] | None = Field(
+        default=None,
+        description="process: the job's candidates in fresh processes of one container per "
+        "job; container: one container per candidate; default: the setting.",
     )
     scoring: Literal["fraction", "all_or_nothing"] = Field(
         default="fraction",
@@ -58,9 +65,22 @@ class CodePayload(BaseModel):
 
     language: str = Field(
         default="python",
-        description="Only python is supported; another language is a failed verdict.",
+        description="python, bash, c, cpp (C++17; cpp11/cpp14/cpp20 for another standard), "
+        "java (class Main), nodejs (javascript), typescript, go, rust, or an alias of one "
+        "(SandboxFusion's names included). Other languages than Python run their program "
+        "against `cases`, or compile `code` with `tests` appended (an assert-style main) and "
+        "pass when it exits with 0. A language whose image is not built is refused.",
     )
-    code: str = Field(description="The candidate's source, written to solution.py.")
+    code: str = Field(
+        description="The candidate's source, written to solution.py (or the language's file)."
+    )
+    compile_timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=600,
+        description="Compile time limit of a compiled language; default: the language's. "
+        "Above the sandbox.compile_max_timeout_s setting it is lowered to it.",
+    )
     cases: list[IOCase] | None = Field(
         default=None,
         max_length=1000,
@@ -133,6 +153,38 @@ class CodePayload(BaseModel):
                 {"min_length": 1},
             )
         return tests
+
+    @field_validator("language")
+    @classmethod
+    def _language_known(cls, language: str) -> str:
+        from tiers.code.languages import UnknownLanguageError, get_language
+
+        try:
+            get_language(language)
+        except UnknownLanguageError as exc:
+            raise PydanticCustomError("unsupported_language", str(exc)) from None
+        return language
+
+    @model_validator(mode="after")
+    def _language_built(self, info: ValidationInfo) -> Self:
+        from tiers.code.languages import get_language
+
+        language = get_language(self.language)
+        if language.family == "python":
+            return self
+        from tiers.code.sandbox_languages import image_for, language_built
+
+        settings = (info.context or {}).get("sandbox_settings")
+        if not isinstance(settings, SandboxSettings):
+            settings = settings_for("code", SandboxSettings)
+        if language_built(language, settings) is False:
+            raise PydanticCustomError(
+                LANGUAGE_NOT_BUILT_ERROR,
+                "language {language!r} needs the sandbox image {image}, which is not built; "
+                "build it with `verifier-service sandbox build-image --language {language}`",
+                {"language": language.name, "image": image_for(language, settings)},
+            )
+        return self
 
     @model_validator(mode="after")
     def _special_checker_has_code(self) -> Self:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -10,6 +12,20 @@ class SandboxSettings(BaseModel):
 
     image: str = Field(
         default="verifier-sandbox:latest", description="Image the sandbox runs code in."
+    )
+    isolation: Literal["process", "container"] = Field(
+        default="process",
+        description="process: one warm container per job (one request's code items), whose "
+        "trusted judge runs each candidate in a fresh process under the candidate uid, with its "
+        "own limits and an emptied work dir, and removes everything the candidate left before "
+        "the next; container: one container per candidate (about 2.3x fewer candidates per "
+        "second). A policy's config may ask for either. See docs/reward-integrity.md.",
+    )
+    job_containers: int = Field(
+        default=2,
+        ge=1,
+        description="isolation process: containers one job's candidates are spread over (each "
+        "serves its share one after another; none serves another job).",
     )
     pool_size: int = Field(
         default=32,
@@ -80,6 +96,25 @@ class SandboxSettings(BaseModel):
         description="`POST /run_code`: warm containers an API process keeps for it. 0: none; "
         "each run starts its own container (about 0.2 s more) and removes it, so an idle or "
         "stopped API process leaves no containers behind.",
+    )
+    language_pool_size: int = Field(
+        default=2,
+        description="Warm containers kept per worker process for each language family other "
+        "than Python's (C/C++, Node.js/TypeScript, Go, Rust, Java: one image each); Python's "
+        "pool is `pool_size`. 0: a container is started for each candidate.",
+    )
+    language_pool_sizes: dict[str, int] = Field(
+        default_factory=dict,
+        description="Per-family override of `language_pool_size`, e.g. {\"gcc\": 8, "
+        "\"java\": 0} (families: gcc, node, go, rust, java).",
+    )
+    compile_max_timeout_s: float = Field(
+        default=60.0, description="Largest compile time limit a payload or request may ask for."
+    )
+    language_image_check_s: float = Field(
+        default=30.0,
+        description="How long a process trusts what it found out about a language image being "
+        "built (an unbuilt language is refused at submit).",
     )
     debian_mirror: str | None = Field(
         default=None,

@@ -133,6 +133,19 @@ class Limits:
     timeout_s: float
     memory_mb: int
 
+    @classmethod
+    def of(cls, payload: CodePayload, cfg: SandboxConfig, settings: SandboxSettings) -> Limits:
+        return cls(
+            timeout_s=min(
+                payload.timeout_s or cfg.timeout_s or settings.default_timeout_s,
+                settings.max_timeout_s,
+            ),
+            memory_mb=min(
+                payload.memory_mb or cfg.memory_mb or settings.default_memory_mb,
+                settings.max_memory_mb,
+            ),
+        )
+
 
 def code_verdict(
     status: VerdictStatus,
@@ -315,6 +328,8 @@ def failure_reason(
     if rule_notes:
         summary += "; " + "; ".join(rule_notes)
     sol = tests.solution_error
+    if sol and sol.get("exc") == "CompileError":
+        return "compile_error", f"compile_error: the program does not compile; {summary}"
     if sol and sol.get("exc") in ("SyntaxError", "IndentationError", "TabError"):
         return "syntax_error", f"syntax_error: solution.py does not compile; {summary}"
     if total == 0:

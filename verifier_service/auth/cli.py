@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -13,11 +14,15 @@ from rich.console import Console
 from verifier_service.auth.schemas import Role
 from verifier_service.settings import Settings, get_settings
 
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
 keys_app = typer.Typer(
     help="API keys of programs (trainers, operators' scripts).", no_args_is_help=True
 )
 users_app = typer.Typer(help="People who sign in on the web pages.", no_args_is_help=True)
 console = Console(stderr=True, soft_wrap=True)
+T = TypeVar("T")
 CLI_ACTOR = "cli"
 
 
@@ -120,20 +125,47 @@ def users_create(
 ) -> None:
     """Create a person who signs in on the web pages (the password is prompted for)."""
     from verifier_service.auth import service
+
+    password = _read_password(password_stdin, "Password")
+    _in_transaction(lambda session: service.create_user(session, name, role, password, CLI_ACTOR))
+    console.print(f"user [bold]{name}[/] created ({', '.join(r.value for r in role)})")
+
+
+def _read_password(from_stdin: bool, prompt: str) -> str:
+    """A password from standard input (one line), or typed twice at a hidden prompt."""
+    if from_stdin or not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\r\n")
+    return str(typer.prompt(prompt, hide_input=True, confirmation_prompt=True))
+
+
+def _in_transaction(work: Callable[[Session], T]) -> T:
+    """Run `work` in a transaction; a domain error is printed and exits with status 2."""
     from verifier_service.core.db import transaction
     from verifier_service.core.errors import DomainError
 
-    if password_stdin or not sys.stdin.isatty():
-        password = sys.stdin.readline().rstrip("\r\n")
-    else:
-        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
     try:
         with transaction() as session:
-            service.create_user(session, name, role, password, CLI_ACTOR)
+            return work(session)
     except DomainError as exc:
         console.print(f"[red]error:[/] {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
         raise typer.Exit(2) from None
-    console.print(f"user [bold]{name}[/] created ({', '.join(r.value for r in role)})")
+
+
+@users_app.command("set-password")
+def users_set_password(
+    name: Annotated[str, typer.Argument(help="Username, e.g. alice.")],
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", help="Read the password from standard input.")
+    ] = False,
+) -> None:
+    """Set a person's password (forgotten or leaked): every session of theirs ends."""
+    from verifier_service.auth import service
+
+    password = _read_password(password_stdin, "New password")
+    ended = _in_transaction(
+        lambda session: service.reset_password(session, name, password, CLI_ACTOR)
+    )
+    console.print(f"password of [bold]{name}[/] set; {ended} session(s) signed out")
 
 
 def require_api_auth() -> None:

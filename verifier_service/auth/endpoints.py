@@ -6,7 +6,7 @@ import logging
 import re
 from datetime import timedelta
 from pathlib import Path as FilePath
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -22,6 +22,7 @@ from verifier_service.auth.deps import (
     AnyPrincipal,
     rate_limiter,
 )
+from verifier_service.auth.forms import AccountForm
 from verifier_service.auth.schemas import (
     AuditEventOut,
     KeyCreatedOut,
@@ -31,6 +32,7 @@ from verifier_service.auth.schemas import (
 )
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
+from verifier_service.core.errors import InvalidRequestError
 from verifier_service.core.notify import sync_client
 from verifier_service.settings import Settings
 
@@ -211,9 +213,65 @@ async def signin(
 
 
 @pages.get("/account")
-def account(request: Request, settings: SettingsDep, principal: AnyPrincipal) -> HTMLResponse:
-    """Who is signed in, and the sign-out button."""
-    return _page(request, settings, "account.html", principal=principal)
+def account(
+    request: Request,
+    settings: SettingsDep,
+    principal: AnyPrincipal,
+    password: Annotated[Literal["changed"] | None, Query()] = None,
+) -> HTMLResponse:
+    """Who is signed in, the password form and the sign-out button."""
+    return _page(request, settings, "account.html", principal=principal, errors={},
+                 changed=password == "changed")  # fmt: skip
+
+
+@pages.post("/account/password")
+async def change_password(
+    request: Request,
+    settings: SettingsDep,
+    principal: AccountForm,
+    current_password: Annotated[str, Form(max_length=1024)] = "",
+    new_password: Annotated[str, Form(max_length=1024)] = "",
+    confirm_password: Annotated[str, Form(max_length=1024)] = "",
+) -> Response:
+    """Change your own password; your other signed-in browsers are signed out."""
+
+    def again(status: int, field: str, error: str) -> HTMLResponse:
+        return _page(request, settings, "account.html", status, principal=principal,
+                     errors={field: error})  # fmt: skip
+
+    if principal.via != "session":
+        return again(400, "current_password", "Only a person signed in on this site changes a "
+                     "password here; programs' keys are replaced with `keys create`.")  # fmt: skip
+    if new_password != confirm_password:
+        return again(400, "confirm_password", "The two new passwords differ.")
+    # Guessing the current password here counts as failed sign-ins do.
+    throttle = limits.SignInThrottle(sync_client(settings.broker_url), settings.auth)
+    address = _address(request)
+    wait = await run_in_threadpool(throttle.wait_s, principal.name, address)
+    if wait:
+        page = again(429, "current_password", f"Too many failed attempts. Try again in {wait} s.")
+        page.headers["Retry-After"] = str(wait)
+        return page
+
+    def change() -> str | None:
+        try:
+            with transaction() as session:
+                service.change_password(
+                    session, principal.name, current_password, new_password,
+                    request.cookies.get(SESSION_COOKIE),
+                )  # fmt: skip
+        except InvalidRequestError as exc:
+            return exc.message
+        return None
+
+    problem = await run_in_threadpool(change)
+    if problem == "the current password is wrong":
+        await run_in_threadpool(throttle.failed, principal.name, address)
+        return again(400, "current_password", "The current password is wrong.")
+    if problem is not None:
+        return again(400, "new_password", problem[:1].upper() + problem[1:] + ".")
+    await run_in_threadpool(throttle.succeeded, principal.name, address)
+    return RedirectResponse("/account?password=changed", status_code=303)
 
 
 @pages.post("/signout", dependencies=[PUBLIC])

@@ -23,7 +23,7 @@ from verifier_service.auth.deps import (
     _principal,
 )
 from verifier_service.auth.errors import NotAuthenticatedError
-from verifier_service.auth.schemas import AuthenticatedPrincipal, Role
+from verifier_service.auth.schemas import ALL_ROLES, AuthenticatedPrincipal, Role
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import SettingsDep
 
@@ -70,3 +70,5 @@ class FormRoleCheck(RoleCheck):
 ReviewerForm = Annotated[AuthenticatedPrincipal, Depends(FormRoleCheck(Role.reviewer))]
 #: An operator posting one of the console's forms.
 OperatorForm = Annotated[AuthenticatedPrincipal, Depends(FormRoleCheck(Role.operator))]
+#: Anyone signed in posting a form of their own account page.
+AccountForm = Annotated[AuthenticatedPrincipal, Depends(FormRoleCheck(*ALL_ROLES))]

@@ -71,6 +71,14 @@ def delete_web_session(session: Session, session_id: str) -> None:
     session.execute(delete(WebSession).where(WebSession.id == session_id))
 
 
+def delete_web_sessions_of(session: Session, principal_id: str, keep: str | None = None) -> int:
+    """End a person's sessions (all, or all but `keep`); how many ended."""
+    query = delete(WebSession).where(WebSession.principal_id == principal_id)
+    if keep is not None:
+        query = query.where(WebSession.id != keep)
+    return int(session.execute(query).rowcount or 0)  # type: ignore[attr-defined]
+
+
 def delete_expired_web_sessions(session: Session, now: datetime) -> None:
     session.execute(delete(WebSession).where(WebSession.expires_at <= now))
 

@@ -229,13 +229,66 @@ def require_roles(principal: AuthenticatedPrincipal, roles: frozenset[str]) -> N
 def create_user(
     session: Session, name: str, roles: Iterable[str], password: str, actor: str
 ) -> None:
-    if len(password) < 12:
-        raise InvalidRequestError("password too short", hint="use at least 12 characters")
+    _check_new_password(password)
     principal = _ensure_principal(session, name, roles)
     if session.get(User, principal.id) is not None:
         raise ConflictError(f"user {name!r} exists", hint="choose another name")
     session.add(User(principal_id=principal.id, password_hash=_hasher.hash(password)))
     record_event(session, actor, "user.create", name, roles=list(principal.roles))
+
+
+MIN_PASSWORD_LENGTH = 12
+
+
+def _check_new_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise InvalidRequestError(
+            "password too short", hint=f"use at least {MIN_PASSWORD_LENGTH} characters"
+        )
+
+
+def change_password(
+    session: Session, username: str, current: str, new: str, session_token: str | None
+) -> int:
+    """A person changes their own password: the current one must be right. Their other
+    sessions end (a stolen cookie stops working with the old password); this browser's, whose
+    token is `session_token`, stays. How many sessions ended."""
+    principal = check_password(session, username, current)
+    if principal is None:
+        raise InvalidRequestError("the current password is wrong", hint="type it again")
+    _check_new_password(new)
+    if new == current:
+        raise InvalidRequestError(
+            "the new password is the current one", hint="choose a different password"
+        )
+    return _set_password(session, principal, new, keep=session_token, actor=username,
+                         action="user.password_change")  # fmt: skip
+
+
+def reset_password(session: Session, username: str, new: str, actor: str) -> int:
+    """An administrator sets a person's password (they forgot it, or it leaked): every session
+    of theirs ends. How many ended."""
+    found = repository.user_by_name(session, username)
+    if found is None:
+        raise NotFoundError(f"no user {username!r}", hint="`users create` makes one")
+    _check_new_password(new)
+    return _set_password(session, found[1], new, keep=None, actor=actor,
+                         action="user.password_reset")  # fmt: skip
+
+
+def _set_password(
+    session: Session, principal: Principal, new: str, *, keep: str | None, actor: str,
+    action: str,
+) -> int:  # fmt: skip
+    user = session.get(User, principal.id)
+    if user is None:  # a principal with keys only: nothing signs in with a password
+        raise NotFoundError(f"no user {principal.name!r}", hint="`users create` makes one")
+    user.password_hash = _hasher.hash(new)
+    ended = repository.delete_web_sessions_of(
+        session, principal.id, keep=hash_key(keep) if keep else None
+    )
+    record_event(session, actor, action, principal.name, sessions_ended=ended)
+    return ended
 
 
 #: Verified against when the username is unknown, so both cases take the same time.

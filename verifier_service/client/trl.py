@@ -6,9 +6,16 @@
 Each call maps `prompts, completions, **dataset_columns` to items with the mapping, puts the
 completions of one prompt into one GRPO group (`metadata.group`), scores them and returns
 `list[float | None]`: None for `pending` and `infra_error`, which TRL leaves out of the group's
-advantage. Reward components, the status fractions and mean verifier cost go to TRL's logs through
-its `log_metric` hook; each completion's status and reason go to the completions table through
+advantage. Reward components, the status fractions, mean verifier cost and the fidelity mix (the
+share of rewards whose highest contributing tier is each tier) go to TRL's logs through its
+`log_metric` hook; each completion's status and reason go to the completions table through
 `log_extra`.
+
+`num_generations=G` groups completions the way GRPOTrainer lays them out (G consecutive
+completions per prompt), so prompts that are equal text (unconditional generation from one BOS
+prompt) still form separate groups. `cost_ledger=True` also reads each job's cost ledger
+(`GET /v1/jobs/{id}/cost`) after scoring and logs, per call: the charged cost units, the cache
+hits, and the share of items that climbed past the first tier (`<name>/ledger/...`).
 """
 
 from __future__ import annotations
@@ -18,11 +25,14 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from verifier_service.client import _base
 from verifier_service.client.aio import AsyncVerifierClient
 from verifier_service.client.mappings import ItemMapping, group_key, message_text, with_group
 from verifier_service.client.settings import ClientSettings
 from verifier_service.client.sync import VerifierClient
 from verifier_service.ladder.schemas import Reward, RewardStatus
+
+_LEDGER = "ledger"
 
 _TRAINER_KWARGS = frozenset(
     {"trainer_state", "log_extra", "log_metric", "completion_ids", "environments"}
@@ -43,6 +53,40 @@ def reward_values(rewards: Sequence[Reward]) -> list[float | None]:
     return [r.value if r.status == RewardStatus.scored else None for r in rewards]
 
 
+def ledger_metrics(reports: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Per-call figures from the cost reports (`GET /v1/jobs/{id}/cost`) of the call's jobs.
+
+    `escalated_frac` is the share of items that climbed past their ladder's first tier: the
+    escalations of the tier most items climbed to (every item that climbs higher climbed there
+    first); `escalated_frac/<tier>` is each tier's own share.
+    """
+    items = sum(int(r["items"]) for r in reports)
+    cost = sum(float(r["cost_units"]) for r in reports)
+    every = sum(float(r["every_tier_cost_units"]) for r in reports)
+    escalations: dict[str, int] = defaultdict(int)
+    hits: dict[str, int] = defaultdict(int)
+    calls: dict[str, int] = defaultdict(int)
+    for report in reports:
+        for tier, tc in report["tiers"].items():
+            escalations[tier] += int(tc["escalations"])
+            hits[tier] += int(tc["cache_hits"])
+            calls[tier] += int(tc["calls"])
+    n = max(items, 1)
+    out = {
+        "items": float(items),
+        "cost_units": cost,
+        "cost_units_per_item": cost / n,
+        "cost_vs_every_tier": cost / every if every else 0.0,
+        "cache_hits": float(sum(hits.values())),
+        "escalated_frac": max(escalations.values(), default=0) / n,
+    }
+    for tier in sorted(calls.keys() | hits.keys()):
+        out[f"escalated_frac/{tier}"] = escalations[tier] / n
+        out[f"cache_hits/{tier}"] = float(hits[tier])
+        out[f"calls/{tier}"] = float(calls[tier])
+    return out
+
+
 class _Base:
     def __init__(
         self,
@@ -52,12 +96,21 @@ class _Base:
         timeout_s: float | None,
         name: str,
         group_by_prompt: bool,
+        num_generations: int | None,
+        cost_ledger: bool,
     ) -> None:
         settings = ClientSettings()
         self.mapping = mapping
         self.policy = policy or settings.policy
         self.timeout_s = timeout_s if timeout_s is not None else settings.timeout_s
         self.group_by_prompt = group_by_prompt
+        if num_generations is not None and num_generations < 1:
+            raise ValueError(f"num_generations must be >= 1, not {num_generations}")
+        self.num_generations = num_generations
+        self.cost_ledger = cost_ledger
+        # Fidelity tiers seen so far: each call logs all of them (0.0 when absent), so TRL's
+        # per-step means are shares of every call, not only of the calls where a tier showed up.
+        self._fidelities: set[str] = set()
         # TRL names the reward's metrics (rewards/<name>/mean) after __name__.
         self.__name__ = name
 
@@ -68,13 +121,23 @@ class _Base:
         step = getattr(state, "global_step", None)
         rows = _rows(len(completions), columns)
         out = []
-        for prompt, completion, row in zip(prompts, completions, rows, strict=True):
+        for i, (prompt, completion, row) in enumerate(zip(prompts, completions, rows, strict=True)):
             prompt_text = message_text(prompt)
             item = self.mapping(prompt_text, message_text(completion), row)
             if self.group_by_prompt:
-                item = with_group(item, group_key(prompt_text, step))
+                group = group_key(prompt_text, step)
+                if self.num_generations is not None:
+                    group = f"{group}:{i // self.num_generations}"
+                item = with_group(item, group)
             out.append(item)
         return out
+
+    def log_ledger(self, reports: Sequence[Mapping[str, Any]], columns: Mapping[str, Any]) -> None:
+        log_metric: Callable[[str, float], None] | None = columns.get("log_metric")
+        if log_metric is None:
+            return
+        for key, value in ledger_metrics(reports).items():
+            log_metric(f"{self.__name__}/{_LEDGER}/{key}", value)
 
     def log(self, rewards: Sequence[Reward], columns: Mapping[str, Any]) -> list[float | None]:
         log_metric: Callable[[str, float], None] | None = columns.get("log_metric")
@@ -93,6 +156,11 @@ class _Base:
                 frac = sum(r.status == status for r in rewards) / n
                 log_metric(f"{self.__name__}/{status.value}_frac", frac)
             log_metric(f"{self.__name__}/cost_units", sum(r.cost.cost_units for r in rewards) / n)
+            fidelities = [r.fidelity or "none" for r in rewards if r.status == RewardStatus.scored]
+            self._fidelities.update(fidelities)
+            for tier in sorted(self._fidelities):
+                share = sum(f == tier for f in fidelities) / max(len(fidelities), 1)
+                log_metric(f"{self.__name__}/fidelity/{tier}", share)
         if log_extra is not None:
             log_extra(f"{self.__name__}_status", [r.status.value for r in rewards])
             log_extra(f"{self.__name__}_reason", [r.reason or "" for r in rewards])
@@ -113,17 +181,37 @@ class TRLReward(_Base):
         timeout_s: float | None = None,
         name: str = "verifier",
         group_by_prompt: bool = True,
+        num_generations: int | None = None,
+        cost_ledger: bool = False,
     ) -> None:
         super().__init__(
-            mapping, policy=policy, timeout_s=timeout_s, name=name, group_by_prompt=group_by_prompt
+            mapping,
+            policy=policy,
+            timeout_s=timeout_s,
+            name=name,
+            group_by_prompt=group_by_prompt,
+            num_generations=num_generations,
+            cost_ledger=cost_ledger,
         )
         self.client = client or VerifierClient(base_url, api_key=api_key)
+
+    def job_cost(self, job_id: str) -> dict[str, Any]:
+        """GET /v1/jobs/{id}/cost: the job's cost report from the service's ledger."""
+        response = self.client._request(
+            "GET", f"/v1/jobs/{job_id}/cost", headers=_base.headers(self.client.principal, None)
+        )
+        _base.raise_for(response)
+        report: dict[str, Any] = response.json()
+        return report
 
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any
     ) -> list[float | None]:
         items = self.items(prompts, completions, columns)
-        rewards = self.client.score(items, policy=self.policy, timeout_s=self.timeout_s)
+        jobs = self.client.score_jobs(items, policy=self.policy, timeout_s=self.timeout_s)
+        rewards = [r for job in jobs for r in _base.rewards_of(job, self.timeout_s)]
+        if self.cost_ledger:
+            self.log_ledger([self.job_cost(job.id) for job in jobs], columns)
         return self.log(rewards, columns)
 
 
@@ -141,9 +229,17 @@ class AsyncTRLReward(_Base):
         timeout_s: float | None = None,
         name: str = "verifier",
         group_by_prompt: bool = True,
+        num_generations: int | None = None,
+        cost_ledger: bool = False,
     ) -> None:
         super().__init__(
-            mapping, policy=policy, timeout_s=timeout_s, name=name, group_by_prompt=group_by_prompt
+            mapping,
+            policy=policy,
+            timeout_s=timeout_s,
+            name=name,
+            group_by_prompt=group_by_prompt,
+            num_generations=num_generations,
+            cost_ledger=cost_ledger,
         )
         self.base_url = base_url
         self.principal = principal
@@ -163,5 +259,19 @@ class AsyncTRLReward(_Base):
         self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any
     ) -> list[float | None]:
         items = self.items(prompts, completions, columns)
-        rewards = await self._client().score(items, policy=self.policy, timeout_s=self.timeout_s)
+        client = self._client()
+        jobs = await client.score_jobs(items, policy=self.policy, timeout_s=self.timeout_s)
+        rewards = [r for job in jobs for r in _base.rewards_of(job, self.timeout_s)]
+        if self.cost_ledger:
+            reports = [await self._job_cost(client, job.id) for job in jobs]
+            self.log_ledger(reports, columns)
         return self.log(rewards, columns)
+
+    @staticmethod
+    async def _job_cost(client: AsyncVerifierClient, job_id: str) -> dict[str, Any]:
+        response = await client._request(
+            "GET", f"/v1/jobs/{job_id}/cost", headers=_base.headers(client.principal, None)
+        )
+        _base.raise_for(response)
+        report: dict[str, Any] = response.json()
+        return report

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from verifier_service.auth.deps import OperatorPrincipal
 from verifier_service.console import service
@@ -14,6 +16,7 @@ from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.ladder.dispatch import deliver
 
 router = APIRouter(prefix="/v1/console", tags=["console"])
+log = logging.getLogger(__name__)
 
 #: A job's id in a path.
 JobId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="A job's id.")]
@@ -27,6 +30,13 @@ def get_overview(
     window: Annotated[Window, Query(description="The time window: 1h, 24h or 7d.")] = Window.hour,
 ) -> Overview:
     """Throughput, rewards, tier durations, cache, escalation, cost and queues over a window."""
+    try:
+        with transaction() as fresh:
+            service.refresh_rollups(fresh)
+    except (IntegrityError, OperationalError) as exc:
+        # Another request's refresh won the race (or SQLite's one writer was busy): this
+        # overview reads the rollups as they are and the raw rows around them.
+        log.info("console rollups not refreshed: %s", exc.__class__.__name__)
     return service.overview(session, window, settings.broker_url)
 
 

@@ -14,6 +14,7 @@ from verifier_service.auth import csrf
 from verifier_service.auth.deps import CSRF_COOKIE, PUBLIC, OperatorPrincipal
 from verifier_service.auth.forms import OperatorForm
 from verifier_service.console import service
+from verifier_service.console.calibration_endpoints import router as calibration_router
 from verifier_service.console.endpoints import JobId
 from verifier_service.console.endpoints import router as api_router
 from verifier_service.console.schemas import JobQuery, Window
@@ -109,3 +110,4 @@ def script() -> FileResponse:
 router = APIRouter()
 router.include_router(pages)
 router.include_router(api_router)
+router.include_router(calibration_router)

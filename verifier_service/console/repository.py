@@ -3,45 +3,67 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.orm import Session
 
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
+from verifier_service.ladder.states import ItemState
+
+#: Item states before `done`: what an item's reward status is not yet known in.
+UNFINISHED = [s.value for s in ItemState if s != ItemState.done]
 
 
-def items_by_job_and_kind(session: Session, since: datetime) -> list[tuple[datetime, str, int]]:
+def _between(column: Any, since: datetime, until: datetime | None) -> ColumnElement[bool]:
+    """`since <= column < until` (no upper bound without `until`)."""
+    if until is None:
+        return column >= since  # type: ignore[no-any-return]
+    return (column >= since) & (column < until)  # type: ignore[no-any-return]
+
+
+def items_by_job_and_kind(
+    session: Session, since: datetime, until: datetime | None = None
+) -> list[tuple[datetime, str, int]]:
     """(job created_at, item kind, how many top-level items) for the jobs made since `since`."""
     rows = session.execute(
         select(Job.created_at, Item.kind, func.count())
         .join(Item, Item.job_id == Job.id)
-        .where(Job.created_at >= since, Item.parent_id.is_(None))
+        .where(_between(Job.created_at, since, until), Item.parent_id.is_(None))
         .group_by(Job.id, Job.created_at, Item.kind)
     )
     return [(created, kind, int(n)) for created, kind, n in rows]
 
 
-def rewards_by_status(session: Session, since: datetime) -> dict[str, int]:
-    """Top-level items of the window's jobs: finished ones by reward status, others by state."""
+def rewards_by_status(
+    session: Session, since: datetime, until: datetime | None = None, *, unfinished: bool = False
+) -> dict[str, int]:
+    """Top-level items of the window's jobs: finished ones by reward status, others by state
+    (only the unfinished ones, by state, with `unfinished`)."""
     status = case(
         (Item.state == "done", Item.reward["status"].as_string()),
         else_=Item.state,
     )
-    rows = session.execute(
+    query = (
         select(status, func.count())
         .join(Job, Item.job_id == Job.id)
-        .where(Job.created_at >= since, Item.parent_id.is_(None))
+        .where(_between(Job.created_at, since, until), Item.parent_id.is_(None))
         .group_by(status)
     )
+    if unfinished:
+        query = query.where(Item.state.in_(UNFINISHED))
+    rows = session.execute(query)
     return {str(s): int(n) for s, n in rows}
 
 
-def verdict_stats(session: Session, since: datetime) -> list[tuple[str, int, int]]:
+def verdict_stats(
+    session: Session, since: datetime, until: datetime | None = None
+) -> list[tuple[str, int, int]]:
     """(tier, verdicts, of them from the cache) since `since`."""
     cached = func.sum(case((VerdictRecord.cached.is_(True), 1), else_=0))
     rows = session.execute(
         select(VerdictRecord.tier, func.count(), cached)
-        .where(VerdictRecord.created_at >= since)
+        .where(_between(VerdictRecord.created_at, since, until))
         .group_by(VerdictRecord.tier)
     )
     return [(tier, int(n), int(c or 0)) for tier, n, c in rows]
@@ -65,6 +87,18 @@ def duration_percentiles(session: Session, since: datetime) -> dict[str, tuple[f
     return {tier: (_percentile(v, 0.5), _percentile(v, 0.95)) for tier, v in walls.items()}
 
 
+def live_walls(
+    session: Session, since: datetime, until: datetime | None
+) -> list[tuple[str, float]]:
+    """(tier, wall time) of each verdict not from the cache stored in [since, until)."""
+    rows = session.execute(
+        select(VerdictRecord.tier, VerdictRecord.wall_s).where(
+            _between(VerdictRecord.created_at, since, until), VerdictRecord.cached.is_(False)
+        )
+    )
+    return [(tier, float(wall)) for tier, wall in rows]
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     pos = q * (len(ordered) - 1)
@@ -73,39 +107,42 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
-def items_reaching_tier(session: Session, since: datetime) -> list[tuple[str, str, str, int]]:
-    """(policy, item kind, tier, distinct items that got a verdict there) from the cost ledger."""
+def items_reaching_tier(
+    session: Session, since: datetime, until: datetime | None = None
+) -> list[tuple[str, str, str, int]]:
+    """(policy, item kind, tier, climbs to that tier) from the cost ledger: one entry per item
+    and ladder step, so an item counts once per step that runs the tier (a sum the per-minute
+    rollups can add up exactly, unlike a count of distinct items)."""
     rows = session.execute(
-        select(
-            CostLedgerEntry.policy_name,
-            Item.kind,
-            CostLedgerEntry.tier,
-            func.count(func.distinct(CostLedgerEntry.item_id)),
-        )
+        select(CostLedgerEntry.policy_name, Item.kind, CostLedgerEntry.tier, func.count())
         .join(Item, Item.id == CostLedgerEntry.item_id)
-        .where(CostLedgerEntry.created_at >= since)
+        .where(_between(CostLedgerEntry.created_at, since, until))
         .group_by(CostLedgerEntry.policy_name, Item.kind, CostLedgerEntry.tier)
     )
     return [(policy, kind, tier, int(n)) for policy, kind, tier, n in rows]
 
 
-def items_per_policy(session: Session, since: datetime) -> dict[tuple[str, str], int]:
+def items_per_policy(
+    session: Session, since: datetime, until: datetime | None = None
+) -> dict[tuple[str, str], int]:
     """Top-level items of the window's jobs, per (policy, item kind)."""
     rows = session.execute(
         select(Job.policy_name, Item.kind, func.count())
         .join(Item, Item.job_id == Job.id)
-        .where(Job.created_at >= since, Item.parent_id.is_(None))
+        .where(_between(Job.created_at, since, until), Item.parent_id.is_(None))
         .group_by(Job.policy_name, Item.kind)
     )
     return {(policy, kind): int(n) for policy, kind, n in rows}
 
 
-def cost_by(session: Session, since: datetime, column: str) -> dict[str, float]:
+def cost_by(
+    session: Session, since: datetime, column: str, until: datetime | None = None
+) -> dict[str, float]:
     """Cost units since `since`, by `tier` or `principal`."""
     key = CostLedgerEntry.tier if column == "tier" else CostLedgerEntry.principal
     rows = session.execute(
         select(key, func.sum(CostLedgerEntry.cost_units))
-        .where(CostLedgerEntry.created_at >= since)
+        .where(_between(CostLedgerEntry.created_at, since, until))
         .group_by(key)
     )
     return {str(k): float(v or 0.0) for k, v in rows}

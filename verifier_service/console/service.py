@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
@@ -11,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from tiers.registry import get_tier, tier_names
 from verifier_service.auth import service as audit
-from verifier_service.console import repository
+from verifier_service.console import histogram, repository, rollups
 from verifier_service.console.schemas import (
     ItemPath,
     JobPaths,
@@ -45,16 +46,15 @@ def _minute(at: datetime) -> datetime:
     return at.replace(second=0, microsecond=0)
 
 
-def _ladder(session: Session, since: datetime) -> list[LadderStep]:
-    """Per policy and item kind, its tiers ordered by how many items reached them (the cheap
+def _ladder(totals: _Totals) -> list[LadderStep]:
+    """Per policy and item kind, its tiers ordered by how many items climbed to them (the cheap
     ones first), each with the share of the step below that climbed to it."""
-    entered = repository.items_per_policy(session, since)
     by_ladder: dict[tuple[str, str], list[tuple[str, int]]] = {}
-    for policy, kind, tier, n in repository.items_reaching_tier(session, since):
+    for (policy, kind, tier), n in totals.reached.items():
         by_ladder.setdefault((policy, kind), []).append((tier, n))
     out: list[LadderStep] = []
     for (policy, kind), reached in sorted(by_ladder.items()):
-        below = entered.get((policy, kind), 0)
+        below = totals.entered.get((policy, kind), 0)
         for tier, n in sorted(reached, key=lambda t: (-t[1], t[0])):
             rate = min(1.0, n / below) if below else 0.0
             out.append(
@@ -82,50 +82,147 @@ def queues(broker_url: str) -> list[QueueStats]:
     return out
 
 
-def overview(session: Session, window: Window, broker_url: str) -> Overview:
-    """The overview of the last `window`."""
+@dataclass
+class _Totals:
+    """The overview's sums over a window, added up from raw ranges and rollup rows."""
+
+    per_minute: Counter[tuple[datetime, str]] = field(default_factory=Counter)
+    statuses: Counter[str] = field(default_factory=Counter)
+    verdicts: Counter[str] = field(default_factory=Counter)
+    cached: Counter[str] = field(default_factory=Counter)
+    reached: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    entered: Counter[tuple[str, str]] = field(default_factory=Counter)
+    cost_tier: dict[str, float] = field(default_factory=dict)
+    cost_principal: dict[str, float] = field(default_factory=dict)
+
+    def add_raw(self, session: Session, since: datetime, until: datetime | None) -> None:
+        """Add the ladder's own rows stamped in [since, until)."""
+        for created, kind, n in repository.items_by_job_and_kind(session, since, until):
+            self.per_minute[(_minute(created), kind)] += n
+        self.statuses.update(repository.rewards_by_status(session, since, until))
+        for tier, n, cached in repository.verdict_stats(session, since, until):
+            self.verdicts[tier] += n
+            self.cached[tier] += cached
+        for policy, kind, tier, n in repository.items_reaching_tier(session, since, until):
+            self.reached[(policy, kind, tier)] += n
+        self.entered.update(repository.items_per_policy(session, since, until))
+        _add(self.cost_tier, repository.cost_by(session, since, "tier", until))
+        _add(self.cost_principal, repository.cost_by(session, since, "principal", until))
+
+    def add_rolled(self, rolled: rollups.Rolled) -> None:
+        """Add the rollup rows of whole closed minutes."""
+        for minute, kind, n in rolled.per_minute:
+            self.per_minute[(minute, kind)] += n
+        self.entered.update(rolled.per_policy)
+        self.statuses.update(rolled.rewards)
+        for tier, n, cached in rolled.verdicts:
+            self.verdicts[tier] += n
+            self.cached[tier] += cached
+        for tier, principal, policy, kind, n, units in rolled.cost:
+            self.reached[(policy, kind, tier)] += n
+            _add(self.cost_tier, {tier: units})
+            _add(self.cost_principal, {principal: units})
+
+
+def _add(into: dict[str, float], more: dict[str, float]) -> None:
+    for key, value in more.items():
+        into[key] = into.get(key, 0.0) + value
+
+
+def refresh_rollups(session: Session) -> bool:
+    """Roll up what closed since the last overview (the caller commits)."""
+    return rollups.refresh(session, utcnow())
+
+
+def overview(
+    session: Session, window: Window, broker_url: str, *, use_rollups: bool = True
+) -> Overview:
+    """The overview of the last `window`: from the rollups where they reach (whole closed
+    minutes, whole hours for durations) and the raw rows around them; from raw rows only
+    without `use_rollups` (the same numbers, durations exact rather than within 2.5 %)."""
     now = utcnow()
     since = now - SPAN[window]
-    per_minute: Counter[tuple[datetime, str]] = Counter()
-    for created, kind, n in repository.items_by_job_and_kind(session, since):
-        per_minute[(_minute(created), kind)] += n
-    rates = [
-        KindRate(minute=minute, kind=kind, items=n)
-        for (minute, kind), n in sorted(per_minute.items())
-    ]
-    statuses = repository.rewards_by_status(session, since)
-    percentiles = repository.duration_percentiles(session, since)
-    cost_tier = repository.cost_by(session, since, "tier")
+    totals = _Totals()
+    rolled_state = rollups.state(session) if use_rollups else None
+    percentiles: dict[str, tuple[float, float]]
+    if rolled_state is None:
+        totals.add_raw(session, since, None)
+        percentiles = repository.duration_percentiles(session, since)
+    else:
+        first = rollups.ceil_to(since, rollups.MINUTE)
+        last = max(first, rolled_state.closed_until)
+        first_hour = rollups.ceil_to(since, rollups.HOUR)
+        last_hour = max(first_hour, rolled_state.walls_until)
+        totals.add_raw(session, since, first)
+        rolled = rollups.read(session, first, last, first_hour, last_hour)
+        totals.add_rolled(rolled)
+        # Unfinished items are not rolled up (their state changes): counted from their rows.
+        totals.statuses.update(repository.rewards_by_status(session, first, last, unfinished=True))
+        totals.add_raw(session, last, None)
+        percentiles = _percentiles(
+            session,
+            rolled.walls,
+            [(since, first_hour), (last_hour, None)],
+        )
     tiers = []
-    for tier, n, cached in sorted(repository.verdict_stats(session, since)):
+    for tier in sorted(totals.verdicts):
         p50, p95 = percentiles.get(tier, (0.0, 0.0))
         tiers.append(
             TierStats(
                 tier=tier,
-                verdicts=n,
-                cached=cached,
+                verdicts=totals.verdicts[tier],
+                cached=totals.cached[tier],
                 p50_s=p50,
                 p95_s=p95,
-                cost_units=cost_tier.get(tier, 0.0),
+                cost_units=totals.cost_tier.get(tier, 0.0),
             )
         )
     n_verdicts = sum(t.verdicts for t in tiers)
+    statuses = {s: n for s, n in totals.statuses.items() if n}
     oldest = repository.oldest_waiting(session)
     return Overview(
         window=window,
         since=since,
         now=now,
         items=sum(statuses.values()),
-        items_per_minute=rates,
+        items_per_minute=[  # a week is 10,080 minutes a kind: the bulk of a week's overview
+            KindRate(minute=minute, kind=kind, items=n)
+            for (minute, kind), n in sorted(totals.per_minute.items())
+        ],
         rewards_by_status=dict(sorted(statuses.items())),
         tiers=tiers,
         cache_hit_rate=(sum(t.cached for t in tiers) / n_verdicts) if n_verdicts else None,
-        ladder=_ladder(session, since),
-        cost_by_principal=dict(sorted(repository.cost_by(session, since, "principal").items())),
-        total_cost_units=sum(cost_tier.values()),
+        ladder=_ladder(totals),
+        cost_by_principal=dict(sorted(totals.cost_principal.items())),
+        total_cost_units=sum(totals.cost_tier.values()),
         queues=queues(broker_url),
         oldest_waiting_s=(now - oldest).total_seconds() if oldest is not None else None,
     )
+
+
+def _percentiles(
+    session: Session,
+    buckets: dict[str, list[tuple[int, int]]],
+    raw_ranges: list[tuple[datetime, datetime | None]],
+) -> dict[str, tuple[float, float]]:
+    """Tier -> (p50, p95) of live verdict walls: histogram buckets of whole rolled hours merged
+    with the exact walls of the ranges around them."""
+    values: dict[str, Counter[float]] = {}
+    for tier, rows in buckets.items():
+        counts = values.setdefault(tier, Counter())
+        for bucket, n in rows:
+            counts[histogram.value_of(bucket)] += n
+    for start, end in raw_ranges:
+        if end is None or start < end:
+            for tier, wall in repository.live_walls(session, start, end):
+                values.setdefault(tier, Counter())[wall] += 1
+    return {
+        tier: (
+            histogram.percentile(counts.items(), 0.5),
+            histogram.percentile(counts.items(), 0.95),
+        )
+        for tier, counts in values.items()
+    }
 
 
 def search_jobs(session: Session, query: JobQuery) -> list[JobRow]:

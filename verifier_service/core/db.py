@@ -85,7 +85,11 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         )
         _configure_sqlite(engine, settings.database.sqlite_busy_timeout_ms)
         return engine
-    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    idle_ms = int(settings.database.idle_in_transaction_timeout_s * 1000)
+    return create_engine(
+        url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=20,
+        connect_args={"options": f"-c idle_in_transaction_session_timeout={idle_ms}"},
+    )  # fmt: skip
 
 
 @lru_cache

@@ -7,6 +7,7 @@ runs out (the worker side lives in `workers.presence`), so that the API can tell
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 
@@ -65,3 +66,52 @@ def live_workers(client: redis.Redis, queue: str, max_age_s: float = 5.0) -> int
         seen = (now, workers_per_queue(client, [queue])[queue])
         _live_cache[queue] = seen
     return seen[1]
+
+
+# ---------------------------------------------------------------- operators' controls
+#: A hash of the paused queues (queue -> JSON {"by": operator, "at": ISO time}). In the broker's
+#: Redis, which keeps its data across restarts (append-only file): workers that start later
+#: read it before they take work, and it lives as long as the queued messages it holds back.
+PAUSED_KEY = "verifier:paused-queues"
+#: A key per worker an operator drains (JSON {"by", "at"}): it takes no new work.
+DRAIN_PREFIX = "verifier:drain:"
+#: A key per worker with what it reports of itself (queues, consuming, concurrency, draining).
+STATE_PREFIX = "verifier:worker-state:"
+#: How long a drain order outlives its worker (node names are unique per start).
+DRAIN_TTL_S = 7 * 86_400
+
+
+def drain_key(node: str) -> str:
+    """The drain order of one worker."""
+    return f"{DRAIN_PREFIX}{node}"
+
+
+def state_key(node: str) -> str:
+    """What one worker reports of itself."""
+    return f"{STATE_PREFIX}{node}"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def paused_queues(client: redis.Redis) -> dict[str, dict[str, str]]:
+    """The paused queues, each with who paused it and when."""
+    return {_text(q): json.loads(v) for q, v in client.hgetall(PAUSED_KEY).items()}
+
+
+_paused_cache: tuple[float, frozenset[str]] | None = None
+
+
+def paused_now(client: redis.Redis, max_age_s: float = 1.0) -> frozenset[str]:
+    """The paused queues' names, as seen at most `max_age_s` ago by this process."""
+    global _paused_cache
+    now = time.monotonic()
+    if _paused_cache is None or now - _paused_cache[0] > max_age_s:
+        _paused_cache = (now, frozenset(_text(q) for q in client.hkeys(PAUSED_KEY)))
+    return _paused_cache[1]
+
+
+def draining(client: redis.Redis, node: str) -> bool:
+    """Whether an operator drains this worker."""
+    return bool(client.exists(drain_key(node)))

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Response
 from fastapi.concurrency import run_in_threadpool
+from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError
 
 from tiers.registry import get_tier
@@ -21,12 +22,13 @@ from verifier_service.core.errors import (
     NotFoundError,
     PayloadTooLargeError,
 )
-from verifier_service.core.notify import JobWaiter
+from verifier_service.core.notify import JobWaiter, sync_client
+from verifier_service.core.presence import paused_now
 from verifier_service.jobs import repository, service
 from verifier_service.jobs.schemas import JobOut, RewardRequest
 from verifier_service.ladder import dispatch
 from verifier_service.ladder.costs import CostReport, job_cost
-from verifier_service.settings import Settings
+from verifier_service.settings import Settings, get_settings
 
 router = APIRouter(tags=["rewards"])
 
@@ -36,7 +38,13 @@ def _runs_inline(request: RewardRequest, settings: Settings) -> bool:
 
 
 def _fast_tier(name: str) -> bool:
-    return get_tier(name).queue == "tier.fast"
+    # A paused tier.fast holds back the inline lane's work too: it waits on the queue.
+    if get_tier(name).queue != "tier.fast":
+        return False
+    try:
+        return "tier.fast" not in paused_now(sync_client(get_settings().broker_url))
+    except RedisError:
+        return True  # the broker is away: the inline lane needs none
 
 
 def _submit(

@@ -18,7 +18,7 @@ from tiers.registry import get_tier
 from verifier_service.core.db import utcnow
 from verifier_service.core.errors import ConflictError, InvalidRequestError, NotFoundError
 from verifier_service.core.notify import sync_client
-from verifier_service.core.presence import live_workers
+from verifier_service.core.presence import live_workers, paused_now
 from verifier_service.events import service as events
 from verifier_service.jobs import repository
 from verifier_service.jobs.schemas import (
@@ -211,10 +211,15 @@ def _stalls(session: Session, job: Job, items: Sequence[Item]) -> list[str]:
         return []
     try:
         client = sync_client(get_settings().broker_url)
-        idle = {t for t in running if live_workers(client, get_tier(t).queue) == 0}
+        paused = {t for t in running if get_tier(t).queue in paused_now(client)}
+        idle = {t for t in running if live_workers(client, get_tier(t).queue) == 0} - paused
     except RedisError:  # the broker is away: /readyz says so; nothing to add here
         return []
     return [
+        f"{running[t]} item(s) wait on tier {t}, whose queue {get_tier(t).queue!r} an operator "
+        "paused: they run once it is resumed (or end at the job's deadline)"
+        for t in sorted(paused)
+    ] + [
         f"{running[t]} item(s) wait on tier {t}, and no live worker consumes its queue "
         f"{get_tier(t).queue!r}: they finish once one starts (or at the job's deadline)"
         for t in sorted(idle)

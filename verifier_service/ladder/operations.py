@@ -4,15 +4,22 @@ commit (`dispatch.stage`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import timedelta
+
 from sqlalchemy.orm import Session
 
+from verifier_service.core.db import utcnow
 from verifier_service.ladder import repository
-from verifier_service.ladder.models import Item
+from verifier_service.ladder.models import CostLedgerEntry, Item
 from verifier_service.ladder.results import LadderResult
 from verifier_service.ladder.schemas import Reward
 from verifier_service.ladder.service import OPEN, LadderPass
-from verifier_service.ladder.states import Stop, StopKind
+from verifier_service.ladder.states import Stop, StopKind, reopen
 from verifier_service.policies.service import resolve
+
+#: Where a retried item's first-attempt ledger entry waits while the retry is charged.
+ASIDE = -1
 
 
 def advance_job(session: Session, job_id: str) -> LadderResult:
@@ -59,3 +66,60 @@ def revise_reward(session: Session, item_id: str, reward: Reward) -> LadderResul
     ladder = LadderPass(session, job, resolve(session, job.policy_name, job.policy_version))
     ladder.revise(item, reward)
     return ladder.result
+
+
+def retry_items(
+    session: Session, job_id: str, failed: Sequence[Item]
+) -> tuple[LadderResult, float | None]:
+    """An operator retries a job's finished items whose reward is an infra_error: each climbs
+    again in its own job, from the step that failed (a tier's error verdict is tried again;
+    lost, cancelled or deadline work goes where it was going), and its new reward is the next
+    revision of the old one. The job runs again, with a deadline as long as its first one if
+    that has passed. Returns the pass's result and, when the job got a new deadline, its length
+    in seconds (for `dispatch.stage`)."""
+    job = repository.lock_job(session, job_id)
+    if job is None:
+        return LadderResult(), None
+    failed = [i for i in failed if i.job_id == job_id and (i.reward or {}).get("status")
+              == "infra_error"]  # fmt: skip
+    if not failed:
+        return LadderResult(), None
+    verdicts = repository.verdicts_for(session, [i.id for i in failed])
+    earlier: list[tuple[int, CostLedgerEntry]] = []
+    for item in failed:
+        records = verdicts.get(item.id, [])
+        last = records[-1] if records else None
+        step = last.step if last is not None and last.status == "error" else item.step
+        reopen(item, step=step)
+        if item.parent_id is None:
+            job.n_done -= 1
+        # The ledger holds one entry per item and step: the first attempt's steps aside while
+        # the new one is charged, then folded into it (totals keep both attempts' cost).
+        for entry in repository.ledger_entries(session, [item.id], step):
+            entry.step = ASIDE
+            earlier.append((step, entry))
+    parents = {i.parent_id for i in failed if i.parent_id is not None}
+    for parent_id in sorted(parents):  # a trajectory is composed again from its steps
+        parent = session.get(Item, parent_id)
+        if parent is not None and parent.state == "done":
+            reopen(parent, step=parent.step)
+            job.n_done -= 1
+    now = utcnow()
+    deadline_s: float | None = None
+    if job.deadline_at is not None and job.deadline_at <= now:
+        deadline_s = (job.deadline_at - job.created_at).total_seconds()
+        job.deadline_at = now + timedelta(seconds=deadline_s)
+    job.status = "running"
+    job.finished_at = None
+    session.flush()
+    policy = resolve(session, job.policy_name, job.policy_version)
+    result = LadderPass(session, job, policy).advance(failed)
+    session.flush()
+    for start, entry in earlier:
+        again = repository.ledger_entries(session, [entry.item_id], start)
+        if again:
+            again[0].cost_units += entry.cost_units
+            session.delete(entry)
+        else:
+            entry.step = start
+    return result, deadline_s

@@ -24,14 +24,24 @@ from datetime import datetime, timedelta
 
 import redis
 import structlog
+from sqlalchemy.orm import Session
 
+from tiers.registry import get_tier
 from verifier_service.core.broker import QUEUES, celery_app
 from verifier_service.core.db import transaction, utcnow
 from verifier_service.core.notify import sync_client
-from verifier_service.core.presence import held_key, live_nodes, workers_holding_tasks
+from verifier_service.core.presence import (
+    held_key,
+    live_nodes,
+    paused_queues,
+    workers_holding_tasks,
+)
 from verifier_service.events.webhooks import resend_overdue
 from verifier_service.ladder import dispatch, repository
+from verifier_service.ladder.models import Job
 from verifier_service.ladder.runs import resend_lost_work
+from verifier_service.metrics import propagation
+from verifier_service.policies.service import resolve
 from verifier_service.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -82,8 +92,9 @@ def resend_held(client: redis.Redis, live: set[str]) -> set[str]:
         resent = 0
         key = held_key(node)
         for task_id, entry in client.hgetall(key).items():
-            name, args, queue = json.loads(entry)
-            celery_app().send_task(name, args=args, queue=queue)
+            name, args, queue, *rest = json.loads(entry)
+            carried = propagation.carried_context(rest[0] if rest else None)
+            celery_app().send_task(name, args=args, queue=queue, headers=carried)
             client.hdel(key, task_id)
             resent += 1
         log.warning("sent the tasks of a worker that died again", worker=node, tasks=resent)
@@ -110,12 +121,20 @@ def resend_lost(
             claimed_before=now - timedelta(seconds=worker.task_time_limit_s + 30),
             limit=limit,
         )
+        paused = set(paused_queues(client))
+        if paused and lost:
+            lost = _not_held_back(session, lost, paused, lost_since)
     resent = 0
     for job_id, item_ids in lost.items():
         with transaction() as session:
+            job = session.get(Job, job_id)
+            request_id = job.request_id if job is not None else None
             result = resend_lost_work(session, job_id, item_ids, worker.max_dispatches)
             outgoing = dispatch.stage(session, result)
-        dispatch.deliver(outgoing)
+        # The tasks carry the job's request id, as the ones the request caused did.
+        carried = {"request_id": request_id} if request_id else {}
+        with structlog.contextvars.bound_contextvars(job_id=job_id, **carried):
+            dispatch.deliver(outgoing)
         resent += len(item_ids)
     if resent:
         log.warning(
@@ -126,6 +145,31 @@ def resend_lost(
             dead_workers=sorted(dead),
         )
     return resent
+
+
+def _not_held_back(
+    session: Session, lost: dict[str, list[str]], paused: set[str], lost_since: datetime | None
+) -> dict[str, list[str]]:
+    """Lost work without the items whose task waits, never taken, on a queue an operator
+    paused: it is in the broker, held back on purpose (unless the broker lost it since)."""
+    out: dict[str, list[str]] = {}
+    for job_id, item_ids in lost.items():
+        job = session.get(Job, job_id)
+        if job is None:
+            continue
+        doc = resolve(session, job.policy_name, job.policy_version).document
+        keep = []
+        for item in repository.items_by_id(session, item_ids):
+            waiting = item.claimed_by is None and (
+                lost_since is None
+                or (item.dispatched_at is not None and item.dispatched_at >= lost_since)
+            )
+            queue = get_tier(doc.ladder_for(item.kind)[item.step].tier).queue
+            if not (waiting and queue in paused):
+                keep.append(item.id)
+        if keep:
+            out[job_id] = keep
+    return out
 
 
 def sweep(settings: Settings, every_s: float, grace_s: float) -> SweepReport | None:

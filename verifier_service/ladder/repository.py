@@ -7,7 +7,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, and_, bindparam, func, or_, select, update
+from sqlalchemy import ColumnElement, Table, and_, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -119,7 +119,9 @@ def verdicts_for(session: Session, item_ids: Sequence[str]) -> dict[str, list[Ve
 
 def existing_verdict_steps(session: Session, item_ids: Sequence[str], step: int) -> set[str]:
     query = select(VerdictRecord.item_id).where(
-        VerdictRecord.item_id.in_(list(item_ids)), VerdictRecord.step == step
+        VerdictRecord.item_id.in_(list(item_ids)),
+        VerdictRecord.step == step,
+        VerdictRecord.status != "error",  # an error an operator's retry is trying again
     )
     return set(session.scalars(query))
 
@@ -179,12 +181,14 @@ def count_cache_hits(session: Session, hits: Mapping[str, int]) -> None:
         return
     table = VerdictCacheEntry.__table__
     assert isinstance(table, Table)
-    session.execute(
-        update(table)
-        .where(table.c.key == bindparam("hit_key"))
-        .values(hits=table.c.hits + bindparam("hit_n")),
-        [{"hit_key": key, "hit_n": n} for key, n in hits.items()],
-    )
+    by_count: dict[int, list[str]] = defaultdict(list)
+    for key, n in hits.items():
+        by_count[n].append(key)
+    # One statement per distinct count (nearly always one or two), not one per key.
+    for n, keys in sorted(by_count.items()):
+        session.execute(
+            update(table).where(table.c.key.in_(sorted(keys))).values(hits=table.c.hits + n)
+        )
 
 
 def put_cache(session: Session, verdicts: Mapping[str, Verdict]) -> None:

@@ -10,7 +10,7 @@ read once for all of them; items answered from the cache go round again at their
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
@@ -23,6 +23,7 @@ from verifier_service.ladder import repository
 from verifier_service.ladder.budgets import BudgetBook
 from verifier_service.ladder.deferred import Closing, DeferredWork, handler_for
 from verifier_service.ladder.execute import TierRun, execute, keyed_candidate
+from verifier_service.ladder.gating import StepGates
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
 from verifier_service.ladder.results import Dispatch, LadderResult
 from verifier_service.ladder.rewards import leaf_reward, trajectory_reward
@@ -37,15 +38,10 @@ from verifier_service.ladder.states import (
     sent_now,
 )
 from verifier_service.metrics import record as observe
-from verifier_service.policies.gates import (
-    GateContext,
-    GateEvaluationError,
-    StepDecision,
-    audit_draw,
-    decide_step,
-)
-from verifier_service.policies.schemas import LadderStep, PolicyDocument
+from verifier_service.policies.gates import GateEvaluationError
+from verifier_service.policies.schemas import PolicyDocument
 from verifier_service.policies.service import ResolvedPolicy
+from verifier_service.settings import get_settings
 
 OPEN = (ItemState.climbing, ItemState.waiting)
 
@@ -61,6 +57,10 @@ class _Climb:
     audit: bool
 
 
+#: Verdicts after which an item climbs no further.
+UNSETTLED = (VerdictStatus.error, VerdictStatus.pending)
+
+
 class LadderPass:
     """One pass of the state machine over items of one job, in the caller's transaction."""
 
@@ -73,8 +73,8 @@ class LadderPass:
         self.budgets = BudgetBook(session, job, self.doc.budgets, self.now)
         self._verdicts: dict[str, list[VerdictRecord]] = {}
         self._dispatch: dict[tuple[str, str, int], list[str]] = defaultdict(list)
-        self._groups: dict[tuple[str, int], StepDecision | GateEvaluationError] = {}
         self._woken: dict[str, Item] = {}
+        self.gates = StepGates(session, job, self._records, self._load_verdicts, self._wake)
         self._items: dict[str, Item] = {}
         # Cache key and candidate of each item this pass sent to a tier (for run_here).
         self._sent: dict[str, tuple[str, Candidate]] = {}
@@ -97,10 +97,30 @@ class LadderPass:
             woken, self._woken = list(self._woken.values()), {}
             round_ = list({i.id: i for i in [*again, *woken] if i.state in OPEN}.values())
         for (tier, kind, step), ids in self._dispatch.items():
-            self.result.dispatches.append(Dispatch(tier, kind, step, tuple(ids)))
+            for chunk in self._chunks(ids):
+                self.result.dispatches.append(Dispatch(tier, kind, step, chunk))
         self._dispatch.clear()
         self._send_deferred()
         return self.result
+
+    def _chunks(self, ids: Sequence[str]) -> Iterator[tuple[str, ...]]:
+        """Items of one tier step in tasks of about even size, at most about `task_items` (the
+        setting: a trainer's large batch is taken by several worker processes at once, while a
+        small job stays one task and waits behind at most a few of these chunks);
+        items with the same cache key stay in one task (the first's work answers the rest)."""
+        by_key: dict[str, list[str]] = defaultdict(list)
+        for item_id in ids:
+            by_key[self._sent[item_id][0]].append(item_id)
+        most = get_settings().worker.task_items
+        size = -(-len(ids) // -(-len(ids) // most))
+        chunk: list[str] = []
+        for same in by_key.values():
+            chunk.extend(same)
+            if len(chunk) >= size:
+                yield tuple(chunk)
+                chunk = []
+        if chunk:
+            yield tuple(chunk)
 
     def new_items(self, items: Iterable[Item]) -> None:
         """Items this transaction just created: known to have no verdicts, nothing to query."""
@@ -149,6 +169,7 @@ class LadderPass:
                 if verdict.status in (VerdictStatus.passed, VerdictStatus.failed)
             },
         )
+        self._load_verdicts(items)  # one query, not one per item in record()
         first_for_key: set[str] = set()
         for item in items:
             if item.id in already:  # a redelivered task: the verdict is stored, just move on
@@ -217,7 +238,7 @@ class LadderPass:
         stop = FINISHED
         if later > 0:
             stop = Stop(StopKind.deadline, f"{step.tier} answered late; later steps not run")
-        context = self._context(item, item.step)
+        context = self.gates.context(item, item.step)
         self.revise(item, leaf_reward(self.doc, item, records, stop, context))
         return self.result
 
@@ -260,6 +281,11 @@ class LadderPass:
             for item_id in missing:
                 self._verdicts[item_id] = found.get(item_id, [])
 
+    def _wake(self, peer: Item) -> None:
+        """A waiting peer whose group was decided goes round again in this pass."""
+        self._items[peer.id] = peer
+        self._woken[peer.id] = peer
+
     def _records(self, item: Item) -> list[VerdictRecord]:
         if item.id not in self._verdicts:
             self._load_verdicts([item])
@@ -273,7 +299,8 @@ class LadderPass:
         records = self._records(item)
         last = records[-1] if records else None
         stop: Stop | None = None
-        if last is not None and last.status in (VerdictStatus.error, VerdictStatus.pending):
+        # (an error verdict at the item's own step is one an operator's retry is trying again)
+        if last is not None and last.step < item.step and last.status in UNSETTLED:
             stop = FINISHED
         elif item.step >= len(ladder):
             stop = FINISHED
@@ -284,7 +311,7 @@ class LadderPass:
             return None
         step = ladder[item.step]
         try:
-            decision = self._decide(item, item.step, step)
+            decision = self.gates.decide(item, item.step, step)
             observe.gate_decision(self.session, self.job.policy_name, item.step, step, decision)
         except GateEvaluationError as exc:
             self._finish(item, Stop(StopKind.gate_error, f"ladder step {item.step}: {exc}"))
@@ -378,75 +405,6 @@ class LadderPass:
             fallbacks.update((i.id, closing) for i in group)
         return fallbacks
 
-    # ------------------------------------------------------------------ gates
-
-    def _context(self, item: Item, step_index: int) -> GateContext:
-        verdicts = {r.tier: repository.to_verdict(r) for r in self._records(item)}
-        return GateContext.build(
-            kind=item.kind,
-            verdicts=verdicts,
-            metadata=item.candidate.get("metadata") or {},
-            audit=audit_draw(item.content_hash, step_index),
-        )
-
-    def _decide(self, item: Item, index: int, step: LadderStep) -> Decision:
-        if step.group is not None and item.group_key is not None:
-            decision = self._group_decision(item, index, step)
-            if decision is None:
-                return Decision.wait
-        else:
-            group = step.group
-            (decision,) = decide_step(
-                [self._context(item, index)],
-                gate=step.gate,
-                audit_fraction=step.audit_fraction,
-                group_by=group.by if group else None,
-                top_k=group.top_k if group else None,
-                top_fraction=group.top_fraction if group else None,
-            )
-        if isinstance(decision, GateEvaluationError):
-            raise decision
-        if not decision.climb:
-            return Decision.stop
-        return Decision.audit if decision.reason == "audit" else Decision.climb
-
-    def _group_decision(
-        self, item: Item, index: int, step: LadderStep
-    ) -> StepDecision | GateEvaluationError | None:
-        """Decide a GRPO group's climb at a step once every member has reached it."""
-        decided = self._groups.get((item.id, index))
-        if decided is not None:
-            return decided
-        assert step.group is not None
-        assert item.group_key is not None
-        peers = repository.group_items(self.session, self.job.id, item.group_key, item.kind)
-        for peer in peers:
-            behind = peer.state != ItemState.done and (
-                peer.step < index or (peer.step == index and peer.state == ItemState.running)
-            )
-            if behind:
-                return None
-        eligible = [p for p in peers if p.state != ItemState.done and p.step == index]
-        self._load_verdicts(eligible)
-        decisions: Sequence[StepDecision | GateEvaluationError]
-        try:
-            decisions = decide_step(
-                [self._context(p, index) for p in eligible],
-                gate=step.gate,
-                audit_fraction=step.audit_fraction,
-                group_by=step.group.by,
-                top_k=step.group.top_k,
-                top_fraction=step.group.top_fraction,
-            )
-        except GateEvaluationError as exc:
-            decisions = [exc] * len(eligible)  # the whole group stops with the reason
-        for peer, decision in zip(eligible, decisions, strict=True):
-            self._groups[(peer.id, index)] = decision
-            if peer.id != item.id and peer.state == ItemState.waiting:
-                self._items[peer.id] = peer
-                self._woken[peer.id] = peer
-        return self._groups[(item.id, index)]
-
     # ------------------------------------------------------------------ cost
 
     def _charge(self, item: Item, tier: str, units: float, *, cached: bool, audit: bool) -> None:
@@ -468,7 +426,7 @@ class LadderPass:
     # ------------------------------------------------------------------ rewards
 
     def _finish(self, item: Item, stop: Stop = FINISHED, fallback: str | None = None) -> None:
-        context = self._context(item, item.step)
+        context = self.gates.context(item, item.step)
         reward = leaf_reward(self.doc, item, self._records(item), stop, context, fallback)
         self._complete(item, reward)
 
@@ -487,7 +445,9 @@ class LadderPass:
                 return  # the same reward again: not a change
             reward = reward.model_copy(update={"revision": int(before.get("revision") or 1) + 1})
         else:
-            reward = reward.model_copy(update={"revision": 1})
+            # an item an operator retried kept its old reward until now: this is the next one
+            revision = int((item.reward or {}).get("revision") or 0) + 1
+            reward = reward.model_copy(update={"revision": revision})
             observe.reward(self.session, self.job.policy_name, str(reward.status))
             move(item, ItemState.done)
             item.finished_at = self.now

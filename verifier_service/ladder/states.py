@@ -103,3 +103,15 @@ def sent_now(item: Item, now: datetime, *, first: bool) -> None:
     item.dispatched_at = now
     item.claimed_by = item.claimed_at = None
     item.dispatches = 1 if first else item.dispatches + 1
+
+
+def reopen(item: Item, *, step: int) -> None:
+    """An operator's retry: a finished item climbs again from `step`. Its reward stays until
+    the new one replaces it as the next revision (the trainer sees item.revised), so a trainer
+    keeps one job and one item per thing it sent. The one way out of `done`, kept out of
+    TRANSITIONS so that no ladder pass can take it."""
+    if ItemState(item.state) != ItemState.done:
+        raise IllegalTransitionError(f"item {item.id}: only a finished item can be retried")
+    item.state = ItemState.climbing
+    item.step = step
+    item.finished_at = None

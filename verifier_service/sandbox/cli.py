@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 import typer
@@ -22,15 +23,48 @@ def build_image_command(
     mirror: Annotated[
         str | None, typer.Option(help="Debian mirror; default: apt's configured mirror.")
     ] = None,
+    language: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--language",
+            help="Build the image of this language's family (c, cpp, java, nodejs, typescript, "
+            "go, rust, bash, python); repeatable. Default: the Python image only.",
+        ),
+    ] = None,
+    all_languages: Annotated[
+        bool, typer.Option("--all", help="Build the image of every language family.")
+    ] = False,
 ) -> None:
-    """Build the sandbox image offline from Debian packages (debootstrap + docker import)."""
+    """Build the sandbox image(s) offline from Debian packages (debootstrap + docker import)."""
     import docker.errors
 
     import docker
     from tiers.code.image import ImageBuildError, build_image, image_exists
+    from tiers.code.languages import (
+        BASE_FAMILY,
+        FAMILY_LABEL,
+        UnknownLanguageError,
+        families,
+        family_packages,
+        get_language,
+    )
+    from tiers.code.sandbox_languages import image_for_family
 
     settings = get_settings().sandbox
-    tag = tag or settings.image
+    if all_languages:
+        wanted = families()
+    elif language:
+        try:
+            wanted = list(dict.fromkeys(get_language(name).family for name in language))
+        except UnknownLanguageError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+    else:
+        wanted = [BASE_FAMILY]
+    if tag and wanted != [BASE_FAMILY]:
+        typer.echo("error: --tag names the Python image only; per-language tags are derived "
+                   "from their inputs", err=True)  # fmt: skip
+        raise typer.Exit(2)
     try:
         client = (
             docker.DockerClient(base_url=settings.docker_url)
@@ -45,14 +79,25 @@ def build_image_command(
             err=True,
         )
         raise typer.Exit(1) from exc
-    if if_missing and image_exists(client, tag):
-        typer.echo(f"{tag} already exists; nothing to do")
-        return
-    try:
-        build_image(client, tag, mirror=mirror or settings.debian_mirror, log=typer.echo)
-    except ImageBuildError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+    for family in wanted:
+        image = (tag or settings.image) if family == BASE_FAMILY else image_for_family(family)
+        if if_missing and image_exists(client, image):
+            typer.echo(f"{image} already exists; nothing to do")
+            continue
+        started = time.monotonic()
+        try:
+            build_image(
+                client,
+                image,
+                mirror=mirror or settings.debian_mirror,
+                log=typer.echo,
+                packages=family_packages(family),
+                labels={FAMILY_LABEL: family},
+            )
+        except ImageBuildError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        typer.echo(f"{family}: built {image} in {time.monotonic() - started:.0f} s")
 
 
 @sandbox_app.command("check")

@@ -19,5 +19,5 @@ router = APIRouter(tags=["sandbox"])
     summary="Run Code (API key in the path)",
 )
 def run_code(request: RunCodeRequest, _: TrainerPrincipal) -> RunCodeResponse:
-    """Run a Python program in a fresh sandbox container (SandboxFusion's /run_code)."""
+    """Compile and run one program in a fresh sandbox container (SandboxFusion's /run_code)."""
     return service.run_code(request)

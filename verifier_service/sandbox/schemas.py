@@ -1,4 +1,4 @@
-"""Request and response of the SandboxFusion-compatible `POST /run_code` (python subset)."""
+"""Request and response of the SandboxFusion-compatible `POST /run_code`."""
 
 from __future__ import annotations
 
@@ -10,12 +10,21 @@ from pydantic import BaseModel, Field
 class RunCodeRequest(BaseModel):
     """SandboxFusion's RunCodeRequest: run one program, no tests."""
 
-    compile_timeout: float = Field(10, description="Compile time limit (unused for python).")
+    compile_timeout: float = Field(
+        10,
+        description="Compile time limit of a compiled language, seconds (unused for python, "
+        "bash and nodejs); at most sandbox.compile_max_timeout_s.",
+    )
     run_timeout: float = Field(10, description="Wall-clock limit of the run, seconds.")
     memory_limit_MB: int = Field(-1, description="Memory limit in MB; -1: the default.")
     code: str = Field(..., examples=['print("hello")'], description="The program to run.")
     stdin: str | None = Field(None, examples=[""], description="Text passed on stdin.")
-    language: str = Field(..., examples=["python"], description="Only python is supported.")
+    language: str = Field(
+        ...,
+        examples=["python"],
+        description="python, bash, cpp (C++17; cpp11/cpp14/cpp20), c, java (class Main), "
+        "nodejs, typescript, go, rust; aliases such as python3, javascript, golang accepted.",
+    )
     files: dict[str, str | None] = Field(
         default_factory=dict, description="Path in the work dir -> base64 content, written first."
     )

@@ -1,15 +1,24 @@
-"""Runs plain programs for `POST /run_code` through the same single-use container pool."""
+"""Runs plain programs for `POST /run_code` through the same single-use container pools."""
 
 from __future__ import annotations
 
 import binascii
 import logging
+from typing import Any
 
-from tiers.code.attach import SandboxInfraError
+from tiers.code.attach import RunOutcome, SandboxInfraError
 from tiers.code.engine import SandboxUnavailableError
+from tiers.code.languages import UnknownLanguageError, get_language
 from tiers.code.pool import get_pool
+from tiers.code.sandbox_languages import (
+    LanguageNotBuiltError,
+    compile_timeout,
+    language_built,
+    run_program,
+)
 from tiers.code.settings import SandboxSettings
 from tiers.registry import settings_for
+from verifier_service.sandbox.errors import LanguageNotBuiltRequestError
 from verifier_service.sandbox.schemas import (
     CommandRunResult,
     CommandRunStatus,
@@ -19,8 +28,6 @@ from verifier_service.sandbox.schemas import (
 )
 
 logger = logging.getLogger(__name__)
-
-SUPPORTED_LANGUAGES = frozenset({"python", "python3"})
 
 
 def _sandbox_error(message: str) -> RunCodeResponse:
@@ -43,17 +50,21 @@ def run_settings(settings: SandboxSettings) -> SandboxSettings:
             "max_timeout_s": settings.run_code_max_timeout_s,
             "max_memory_mb": max(settings.max_memory_mb, settings.run_code_memory_mb),
             "pool_size": settings.run_code_pool_size,
+            "language_pool_size": settings.run_code_pool_size,
+            "language_pool_sizes": {},
         }
     )
 
 
 def run_code(request: RunCodeRequest) -> RunCodeResponse:
     """Run `request.code` once in a fresh sandbox container; never raises for bad requests."""
-    if request.language.lower() not in SUPPORTED_LANGUAGES:
-        return _sandbox_error(
-            f"language {request.language!r} is not supported by this sandbox; supported: python"
-        )
+    try:
+        language = get_language(request.language)
+    except UnknownLanguageError as exc:
+        return _sandbox_error(str(exc))
     settings = run_settings(settings_for("code", SandboxSettings))
+    if language_built(language, settings) is False:
+        raise LanguageNotBuiltRequestError(language, settings)
     if request.run_timeout <= 0:
         return _sandbox_error("run_timeout must be positive")
     timeout_s = min(request.run_timeout, settings.max_timeout_s)
@@ -75,7 +86,7 @@ def run_code(request: RunCodeRequest) -> RunCodeResponse:
         return _sandbox_error(
             f"code, stdin and files are {size} bytes; the limit is {settings.max_source_bytes}"
         )
-    spec = {
+    spec: dict[str, Any] = {
         "mode": "run",
         "code": request.code,
         "stdin": request.stdin,
@@ -86,10 +97,29 @@ def run_code(request: RunCodeRequest) -> RunCodeResponse:
         "output_limit": settings.output_limit_bytes,
     }
     try:
-        outcome = get_pool(settings).run(spec, timeout_s, memory_mb)
+        if language.name == "python":
+            outcome = get_pool(settings).run(spec, timeout_s, memory_mb)
+        else:
+            if request.compile_timeout <= 0:
+                return _sandbox_error("compile_timeout must be positive")
+            outcome = run_program(
+                language,
+                settings,
+                spec,
+                run_timeout_s=timeout_s,
+                compile_timeout_s=compile_timeout(language, request.compile_timeout, settings),
+                memory_mb=memory_mb,
+            )
+    except LanguageNotBuiltError as exc:
+        raise LanguageNotBuiltRequestError(exc.language, settings) from exc
     except (SandboxUnavailableError, SandboxInfraError) as exc:
         logger.warning("run_code could not run: %s", exc)
         return _sandbox_error(str(exc))
+    return _response(outcome, settings, memory_mb)
+
+
+def _response(outcome: RunOutcome, settings: SandboxSettings, memory_mb: int) -> RunCodeResponse:
+    """SandboxFusion's response from what the sandbox reported."""
 
     report = outcome.report
     if report is None:
@@ -111,7 +141,19 @@ def run_code(request: RunCodeRequest) -> RunCodeResponse:
     if report.get("harness") != "ok":
         return _sandbox_error(f"sandbox harness: {report.get('error')}")
 
-    raw = report.get("run") or {}
+    built = report.get("compile")
+    compile_result = CommandRunResult.model_validate(built) if isinstance(built, dict) else None
+    if compile_result is not None and (
+        compile_result.status is not CommandRunStatus.Finished or compile_result.return_code != 0
+    ):  # SandboxFusion: a program that does not compile is Failed, with no run_result
+        return RunCodeResponse(
+            status=RunStatus.Failed, message="", compile_result=compile_result
+        )
+    raw = dict(report.get("run") or {})
+    program = report.get("program")
+    if isinstance(program, dict):  # the run's own clock, without the compile's time
+        raw.update(duration_s=program.get("duration_s"))
+        raw["timed_out"] = bool(raw.get("timed_out") or program.get("timed_out"))
     signal_no = raw.get("signal")
     return_code = raw.get("exit_code")
     if signal_no:
@@ -140,6 +182,7 @@ def run_code(request: RunCodeRequest) -> RunCodeResponse:
     return RunCodeResponse(
         status=RunStatus.Success if ok else RunStatus.Failed,
         message="",
+        compile_result=compile_result,
         run_result=run,
         files={k: str(v) for k, v in (report.get("files") or {}).items()},
     )

@@ -42,6 +42,7 @@ def train(
     typer.echo(
         f"steps {summary.steps}: mean reward {summary.start_reward:.3f} -> "
         f"{summary.end_reward:.3f}, validity {summary.start_validity:.2f} -> "
-        f"{summary.end_validity:.2f}\nmetrics: {summary.metrics}\nplot: {summary.plot}\n"
+        f"{summary.end_validity:.2f} (warm start sampled: {summary.warm_validity:.2f})\n"
+        f"metrics: {summary.metrics}\nplot: {summary.plot}\n"
         f"model: {summary.model_dir}"
     )

@@ -35,6 +35,11 @@ class ServiceConfig(_Section):
     )
     timeout_s: float = Field(default=120.0, gt=0, description="Longest wait for one batch.")
     use_async: bool = Field(default=False, description="Use the async TRL reward function.")
+    cost_ledger: bool = Field(
+        default=False,
+        description="After each batch read its jobs' cost ledger (GET /v1/jobs/{id}/cost) and "
+        "log cost units, cache hits and the share of items that escalated, per step.",
+    )
 
 
 class ModelConfig(_Section):
@@ -47,6 +52,11 @@ class ModelConfig(_Section):
     n_head: int = Field(default=4, ge=1)
     n_embd: int = Field(default=128, ge=8)
     n_positions: int = Field(default=128, ge=16, description="Longest sequence, in tokens.")
+    tokenizer: Literal["char", "atom"] = Field(
+        default="char",
+        description="char: one token per character; atom: one per SMILES atom (Cl, [nH], %10 "
+        "are single tokens), bracket atoms taken from the warm-start corpus.",
+    )
     prompt: str = Field(
         default="<bos>", description="Prompt of every generation (the BOS token for SMILES LMs)."
     )
@@ -60,6 +70,19 @@ class WarmStartConfig(_Section):
         default=None, description="One SMILES per line; None: RDKit's NCI/first_5K.smi."
     )
     max_molecules: int | None = Field(default=None, ge=1, description="Use at most this many.")
+    largest_fragment: bool = Field(
+        default=False, description="Keep each molecule's largest fragment (drop salts, solvents)."
+    )
+    neutral_only: bool = Field(default=False, description="Skip molecules with a formal charge.")
+    max_chars: int | None = Field(
+        default=None, ge=1, description="Skip molecules whose canonical SMILES is longer."
+    )
+    validity_samples: int = Field(
+        default=256,
+        ge=0,
+        description="After the warm start, sample this many molecules as GRPO will and record "
+        "the share RDKit parses (warm_start/validity.json); 0: skip.",
+    )
     epochs: int = Field(default=6, ge=1)
     batch_size: int = Field(default=64, ge=1)
     learning_rate: float = Field(default=2e-3, gt=0)
@@ -87,6 +110,11 @@ class GRPOSection(_Section):
     use_cpu: bool = Field(default=True, description="False on a GPU machine.")
     bf16: bool = Field(default=False, description="bfloat16 on a GPU that supports it.")
     gradient_checkpointing: bool = False
+    disable_dropout: bool = Field(
+        default=True,
+        description="No dropout in the policy: with it, the KL to the reference model is noisy "
+        "from step 1 (the reference runs without dropout).",
+    )
 
 
 class TrainConfig(_Section):

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from workers.grpo.config import ModelConfig
 from workers.grpo.tokenizer import build_tokenizer
 
 
-def build_model(config: ModelConfig, seed: int) -> tuple[Any, Any]:
-    """(model, tokenizer): loaded from `name_or_path`, or a fresh GPT-2 with a char tokenizer."""
+def build_model(config: ModelConfig, seed: int, corpus: Sequence[str] = ()) -> tuple[Any, Any]:
+    """(model, tokenizer): loaded from `name_or_path`, or a fresh GPT-2 with a SMILES tokenizer.
+
+    `corpus` gives the atom tokenizer its bracket atoms.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
@@ -19,7 +23,7 @@ def build_model(config: ModelConfig, seed: int) -> tuple[Any, Any]:
             tokenizer.pad_token = tokenizer.eos_token
         return AutoModelForCausalLM.from_pretrained(config.name_or_path), tokenizer
     torch.manual_seed(seed)
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(config.tokenizer, corpus)
     gpt2 = GPT2Config(
         vocab_size=len(tokenizer),
         n_positions=config.n_positions,

@@ -1,4 +1,8 @@
-"""The reward curve: mean reward and validity per step, from the run's metrics JSONL."""
+"""The reward curve: mean reward and validity per step, from the run's metrics JSONL.
+
+When the run read the service's cost ledger, a second panel shows per step the share of items
+that escalated, the fidelity mix, cache hits per item and the cost units charged.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +24,90 @@ def _smooth(values: list[float], window: int) -> list[float]:
     return out
 
 
+def _series(rows: list[dict[str, Any]], key: str) -> list[float]:
+    return [float(r.get(key, float("nan"))) for r in rows]
+
+
+def _line(ax: Any, steps: list[int], values: list[float], window: int, **style: Any) -> None:
+    color = style.pop("color")
+    ax.plot(steps, values, color=color, alpha=0.25, linewidth=1)
+    ax.plot(steps, _smooth(values, window), color=color, **style)
+
+
+def _ledger_panel(
+    ax: Any, rows: list[dict[str, Any]], steps: list[int], window: int, ledger: str, fidelity: str
+) -> None:
+    # Cache hits over every tier verdict the step needed (calls + hits, all tiers).
+    hits = []
+    for r in rows:
+        calls = sum(float(v) for k, v in r.items() if k.startswith(f"{ledger}calls/"))
+        cached = float(r.get(f"{ledger}cache_hits", float("nan")))
+        hits.append(cached / (calls + cached) if calls + cached else float("nan"))
+    _line(
+        ax,
+        steps,
+        _series(rows, f"{ledger}escalated_frac"),
+        window,
+        color="tab:red",
+        label="escalated share (ledger)",
+        linewidth=3,
+    )
+    _line(ax, steps, hits, window, color="tab:purple", label="cache hit share (ledger)")
+    tiers = sorted({k[len(fidelity) :] for r in rows for k in r if k.startswith(fidelity)})
+    colors = ["tab:gray", "tab:orange", "tab:brown", "tab:pink"]
+    for tier, color in zip(tiers, colors, strict=False):
+        _line(
+            ax,
+            steps,
+            _series(rows, f"{fidelity}{tier}"),
+            window,
+            color=color,
+            linestyle="--",
+            label=f"fidelity {tier}",
+        )
+    ax.set_ylim(0, 1.02)
+    ax.set_ylabel("share")
+    ax.set_xlabel("GRPO step")
+    ax.grid(alpha=0.3)
+    cost_ax = ax.twinx()
+    _line(
+        cost_ax,
+        steps,
+        _series(rows, f"{ledger}cost_units"),
+        window,
+        color="black",
+        linestyle=":",
+        label="cost units / step (ledger)",
+    )
+    cost_ax.set_ylabel("cost units per step")
+    cost_ax.set_ylim(bottom=0)
+    handles, labels = ax.get_legend_handles_labels()
+    more, more_labels = cost_ax.get_legend_handles_labels()
+    # The faint raw lines carry no label: keep only the labelled, smoothed ones.
+    pairs = [
+        (h, lab)
+        for h, lab in zip(handles + more, labels + more_labels, strict=True)
+        if not lab.startswith("_")
+    ]
+    ax.legend(
+        [h for h, _ in pairs],
+        [lab for _, lab in pairs],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.14),
+        ncol=3,
+        fontsize=7,
+    )
+
+
 def plot_reward_curve(
-    metrics: Path, out: Path, *, reward_key: str, validity_key: str, title: str
+    metrics: Path,
+    out: Path,
+    *,
+    reward_key: str,
+    validity_key: str,
+    title: str,
+    ledger_prefix: str | None = None,
+    fidelity_prefix: str | None = None,
 ) -> Path:
     """Write a PNG of the mean reward and validity of generated molecules against the step."""
     import matplotlib
@@ -31,21 +117,28 @@ def plot_reward_curve(
 
     rows = [r for r in read_metrics(metrics) if reward_key in r]
     steps = [int(r["step"]) for r in rows]
-    rewards = [float(r[reward_key]) for r in rows]
-    validity = [float(r.get(validity_key, float("nan"))) for r in rows]
     window = max(1, len(rows) // 20)
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
-    ax.plot(steps, rewards, color="tab:blue", alpha=0.3, linewidth=1)
-    ax.plot(steps, _smooth(rewards, window), color="tab:blue", label="mean reward")
-    ax.plot(steps, validity, color="tab:green", alpha=0.3, linewidth=1)
-    ax.plot(steps, _smooth(validity, window), color="tab:green", label="validity")
+    ledger = ledger_prefix is not None and any(f"{ledger_prefix}items" in r for r in rows)
+    fig, axes = plt.subplots(
+        2 if ledger else 1,
+        1,
+        figsize=(8, 7.5 if ledger else 4.5),
+        dpi=110,
+        sharex=True,
+        squeeze=False,
+    )
+    ax = axes[0][0]
+    _line(ax, steps, _series(rows, reward_key), window, color="tab:blue", label="mean reward")
+    _line(ax, steps, _series(rows, validity_key), window, color="tab:green", label="validity")
     ax.set_xlabel("GRPO step")
     ax.set_ylim(0, 1.02)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
+    if ledger and ledger_prefix is not None and fidelity_prefix is not None:
+        _ledger_panel(axes[1][0], rows, steps, window, ledger_prefix, fidelity_prefix)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
+    fig.savefig(out, bbox_inches="tight")
     plt.close(fig)
     return out

@@ -1,26 +1,45 @@
-"""A character-level tokenizer for SMILES, built in code (no download)."""
+"""SMILES tokenizers built in code (no download): one token per character, or per SMILES atom."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Iterable
+from typing import Any, Literal
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 # Every character of organic-subset, bracket-atom, bond, ring and stereo SMILES syntax.
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789()[]=#$:/\\@+-.%*"
+# One token per bracket atom ([nH], [N+], [C@@H]), two-letter organic atom (Cl, Br), two-digit
+# ring bond (%10) or single character: the usual regex of SMILES language models.
+ATOM_PATTERN = r"\[[^\]]+\]|Br|Cl|%[0-9]{2}|."
+# The organic subset and the syntax around it: always in the atom-level vocabulary.
+ATOM_BASE = [
+    *("B", "C", "N", "O", "P", "S", "F", "Cl", "Br", "I", "b", "c", "n", "o", "p", "s"),
+    *"()=#-+:/\\.@*%",
+    *"0123456789",
+]
+TokenizerKind = Literal["char", "atom"]
 
 
-def build_tokenizer() -> Any:
-    """A `PreTrainedTokenizerFast` with one token per character and PAD/BOS/EOS/UNK."""
+def atom_tokens(smiles: str) -> list[str]:
+    """`smiles` split as the atom-level tokenizer splits it."""
+    return re.findall(ATOM_PATTERN, smiles)
+
+
+def _fast(vocab_tokens: Iterable[str], pattern: str) -> Any:
     from transformers import PreTrainedTokenizerFast
 
     specials = [PAD, BOS, EOS, UNK]
-    vocab = {token: i for i, token in enumerate([*specials, *ALPHABET])}
+    vocab: dict[str, int] = {}
+    for token in [*specials, *vocab_tokens]:
+        vocab.setdefault(token, len(vocab))
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    core.decoder = decoders.Fuse()  # characters join back without spaces
-    tokenizer = PreTrainedTokenizerFast(
+    # The special tokens are added tokens: split off before this pre-tokenizer runs.
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+    core.decoder = decoders.Fuse()  # tokens join back without spaces
+    return PreTrainedTokenizerFast(
         tokenizer_object=core,
         pad_token=PAD,
         bos_token=BOS,
@@ -28,4 +47,16 @@ def build_tokenizer() -> Any:
         unk_token=UNK,
         padding_side="left",
     )
-    return tokenizer
+
+
+def build_tokenizer(kind: TokenizerKind = "char", corpus: Iterable[str] = ()) -> Any:
+    """A `PreTrainedTokenizerFast` with PAD/BOS/EOS/UNK.
+
+    `char`: one token per character. `atom`: one per SMILES atom or bond symbol, with the
+    bracket atoms found in `corpus` added to the vocabulary (others read as UNK).
+    """
+    if kind == "char":
+        return _fast(ALPHABET, ".")
+    brackets = sorted({t for s in corpus for t in atom_tokens(s) if t.startswith("[")})
+    rings = sorted({t for s in corpus for t in atom_tokens(s) if t.startswith("%")})
+    return _fast([*ATOM_BASE, *brackets, *rings], ATOM_PATTERN)

@@ -16,13 +16,16 @@ from verifier_service.client.trl import AsyncTRLReward, TRLReward
 from workers.grpo.config import TrainConfig
 from workers.grpo.model import build_model
 from workers.grpo.plotting import plot_reward_curve, read_metrics
-from workers.grpo.warmstart import warm_start
+from workers.grpo.warmstart import load_smiles, sample_validity, warm_start
 
 console = Console(stderr=True)
 
 REWARD_NAME = "verifier"
 REWARD_KEY = f"rewards/{REWARD_NAME}/mean"
 VALIDITY_KEY = "rewards/molecule_validity/mean"
+LEDGER_PREFIX = f"{REWARD_NAME}/ledger/"
+FIDELITY_PREFIX = f"{REWARD_NAME}/fidelity/"
+WARM_VALIDITY_KEY = "warm_start/valid"
 
 
 def molecule_validity(completions: list[Any], **columns: Any) -> list[float]:
@@ -76,6 +79,7 @@ class RunSummary:
     end_reward: float
     start_validity: float
     end_validity: float
+    warm_validity: float
     metrics: Path
     plot: Path
     model_dir: Path
@@ -98,6 +102,7 @@ def summarize(metrics: Path, plot: Path, model_dir: Path, window: int = 5) -> Ru
         end_reward=_window_mean(rows, REWARD_KEY, False, window),
         start_validity=_window_mean(rows, VALIDITY_KEY, True, window),
         end_validity=_window_mean(rows, VALIDITY_KEY, False, window),
+        warm_validity=_window_mean(rows, WARM_VALIDITY_KEY, False, 1),
         metrics=metrics,
         plot=plot,
         model_dir=model_dir,
@@ -118,22 +123,64 @@ def _prepare_service(config: TrainConfig) -> None:
             )
 
 
-def _policy_model(config: TrainConfig, out: Path) -> tuple[Any, Any]:
+def _policy_model(config: TrainConfig, out: Path) -> tuple[Any, Any, bool]:
+    """(model, tokenizer, warm-started in this call)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     warm_dir = out / "warm_start"
     if (warm_dir / "config.json").exists():
         console.print(f"warm start found in {warm_dir}; loading it")
-        return AutoModelForCausalLM.from_pretrained(warm_dir), AutoTokenizer.from_pretrained(
-            warm_dir
+        model = AutoModelForCausalLM.from_pretrained(warm_dir)
+        return model, AutoTokenizer.from_pretrained(warm_dir), False
+    warm = config.warm_start.enabled and config.model.name_or_path is None
+    corpus = load_smiles(config.warm_start) if warm else []
+    model, tokenizer = build_model(config.model, config.seed, corpus)
+    if warm:
+        loss = warm_start(
+            model, tokenizer, config.warm_start, config.model.prompt, config.seed, corpus
         )
-    model, tokenizer = build_model(config.model, config.seed)
-    if config.warm_start.enabled and config.model.name_or_path is None:
-        loss = warm_start(model, tokenizer, config.warm_start, config.model.prompt, config.seed)
         console.print(f"warm start done: last epoch loss {loss:.3f}")
         model.save_pretrained(warm_dir)
         tokenizer.save_pretrained(warm_dir)
-    return model, tokenizer
+        # Loaded back from its folder: with beta > 0, TRL builds the reference model from the
+        # policy's name_or_path, which an in-memory model does not have.
+        model = AutoModelForCausalLM.from_pretrained(warm_dir)
+    return model, tokenizer, warm
+
+
+def _record_warm_validity(
+    config: TrainConfig, model: Any, tokenizer: Any, max_completion: int, metrics: Path
+) -> None:
+    """Sample the warm-started policy as GRPO will; the share of valid SMILES, as step 0.
+
+    Measured at the run's temperature and, when that is not 1.0, at 1.0 too (`..._t1`).
+    """
+    n = config.warm_start.validity_samples
+    if n == 0:
+        return
+    row: dict[str, Any] = {"step": 0, "warm_start/temperature": config.grpo.temperature}
+    temperatures = {"": config.grpo.temperature}
+    if config.grpo.temperature != 1.0:
+        temperatures["_t1"] = 1.0
+    for suffix, temperature in temperatures.items():
+        started = time.time()
+        found = sample_validity(
+            model,
+            tokenizer,
+            config.model.prompt,
+            n=n,
+            temperature=temperature,
+            max_new_tokens=max_completion,
+            seed=config.seed,
+        )
+        console.print(
+            f"warm start: {found['valid']:.1%} of {n} samples valid at temperature "
+            f"{temperature} ({time.time() - started:.1f} s)"
+        )
+        row.update({f"warm_start/{k}{suffix}": v for k, v in found.items()})
+    (config.output_dir / "warm_start" / "validity.json").write_text(json.dumps(row, indent=2))
+    with metrics.open("a") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 def run(config: TrainConfig) -> RunSummary:
@@ -151,7 +198,7 @@ def run(config: TrainConfig) -> RunSummary:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(config.model_dump_json(indent=2))
     _prepare_service(config)
-    model, tokenizer = _policy_model(config, out)
+    model, tokenizer, warmed = _policy_model(config, out)
 
     g = config.grpo
     if g.batch_size % g.num_generations:
@@ -167,6 +214,9 @@ def run(config: TrainConfig) -> RunSummary:
     if config.model.name_or_path is None:
         prompt_len = len(tokenizer.tokenize(config.model.prompt))
         max_completion = min(max_completion, config.model.n_positions - prompt_len)
+    metrics = out / "metrics.jsonl"
+    if warmed:
+        _record_warm_validity(config, model, tokenizer, max_completion, metrics)
     args = GRPOConfig(
         output_dir=str(out),
         seed=config.seed,
@@ -184,6 +234,7 @@ def run(config: TrainConfig) -> RunSummary:
         use_cpu=g.use_cpu,
         bf16=g.bf16,
         gradient_checkpointing=g.gradient_checkpointing,
+        disable_dropout=g.disable_dropout,
         reward_weights=[1.0, 0.0],
         report_to="none",
         dataloader_num_workers=0,
@@ -198,6 +249,8 @@ def run(config: TrainConfig) -> RunSummary:
             policy=config.service.policy,
             timeout_s=config.service.timeout_s,
             name=REWARD_NAME,
+            num_generations=g.num_generations,
+            cost_ledger=config.service.cost_ledger,
         )
     else:
         client = VerifierClient(
@@ -211,8 +264,9 @@ def run(config: TrainConfig) -> RunSummary:
             policy=config.service.policy,
             timeout_s=config.service.timeout_s,
             name=REWARD_NAME,
+            num_generations=g.num_generations,
+            cost_ledger=config.service.cost_ledger,
         )
-    metrics = out / "metrics.jsonl"
     max_wall = g.max_wall_minutes * 60 if g.max_wall_minutes is not None else None
     reward_funcs: list[Any] = [reward, molecule_validity]
     trainer = GRPOTrainer(
@@ -236,5 +290,7 @@ def run(config: TrainConfig) -> RunSummary:
         reward_key=REWARD_KEY,
         validity_key=VALIDITY_KEY,
         title=f"GRPO against policy {config.service.policy!r}",
+        ledger_prefix=LEDGER_PREFIX,
+        fidelity_prefix=FIDELITY_PREFIX,
     )
     return summarize(metrics, plot, model_dir)

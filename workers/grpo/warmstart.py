@@ -15,20 +15,35 @@ def default_smiles_file() -> Path:
     return Path(RDConfig.RDDataDir) / "NCI" / "first_5K.smi"
 
 
-def load_smiles(config: WarmStartConfig, max_chars: int) -> list[str]:
-    """Canonical SMILES of the file's parsable molecules, each at most max_chars long."""
+def load_smiles(config: WarmStartConfig) -> list[str]:
+    """Canonical SMILES of the file's usable molecules, after the config's filters, deduplicated.
+
+    A molecule is used when RDKit parses it; with `largest_fragment` its salts and solvents
+    are dropped; with `neutral_only` a molecule with a formal charge is skipped; and its
+    canonical SMILES must be at most `max_chars` long.
+    """
     from rdkit import Chem, rdBase
+    from rdkit.Chem.MolStandardize import rdMolStandardize
 
     path = config.smiles_file or default_smiles_file()
+    chooser = rdMolStandardize.LargestFragmentChooser()
     out: list[str] = []
+    seen: set[str] = set()
     with rdBase.BlockLogs():
         for line in path.read_text().splitlines():
             fields = line.split()
             mol = Chem.MolFromSmiles(fields[0]) if fields else None
-            if mol is None:
+            if mol is None or mol.GetNumAtoms() == 0:
+                continue
+            if config.largest_fragment:
+                mol = chooser.choose(mol)
+            if config.neutral_only and any(a.GetFormalCharge() for a in mol.GetAtoms()):
                 continue
             smiles = Chem.MolToSmiles(mol)
-            if len(smiles) <= max_chars:
+            if config.max_chars is not None and len(smiles) > config.max_chars:
+                continue
+            if smiles not in seen:
+                seen.add(smiles)
                 out.append(smiles)
     if config.max_molecules is not None:
         out = out[: config.max_molecules]
@@ -38,15 +53,27 @@ def load_smiles(config: WarmStartConfig, max_chars: int) -> list[str]:
 
 
 def warm_start(
-    model: Any, tokenizer: Any, config: WarmStartConfig, prompt: str, seed: int
+    model: Any,
+    tokenizer: Any,
+    config: WarmStartConfig,
+    prompt: str,
+    seed: int,
+    smiles: list[str] | None = None,
 ) -> float:
-    """Next-character training on `prompt + SMILES + eos`; returns the last epoch's mean loss."""
+    """Next-token training on `prompt + SMILES + eos`; returns the last epoch's mean loss.
+
+    Molecules longer than the model's positions (in the tokenizer's tokens) are left out.
+    """
     import torch
     from tqdm.auto import tqdm  # type: ignore[import-untyped]
 
-    max_chars = model.config.n_positions - len(tokenizer.tokenize(prompt)) - 1
-    smiles = load_smiles(config, max_chars)
-    texts = [f"{prompt}{s}{tokenizer.eos_token}" for s in smiles]
+    room = model.config.n_positions - len(tokenizer.tokenize(prompt)) - 1
+    corpus = smiles if smiles is not None else load_smiles(config)
+    texts = [
+        f"{prompt}{s}{tokenizer.eos_token}" for s in corpus if len(tokenizer.tokenize(s)) <= room
+    ]
+    if not texts:
+        raise ValueError(f"no SMILES fits in {room} tokens")
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     steps_per_epoch = (len(texts) + config.batch_size - 1) // config.batch_size
@@ -81,3 +108,47 @@ def warm_start(
             mean_loss = sum(losses) / len(losses)
     model.eval()
     return mean_loss
+
+
+def sample_validity(
+    model: Any,
+    tokenizer: Any,
+    prompt: str,
+    *,
+    n: int,
+    temperature: float,
+    max_new_tokens: int,
+    seed: int,
+) -> dict[str, float]:
+    """Sample `n` completions as GRPO will (same prompt, temperature, length); how many parse.
+
+    `valid`: the share RDKit parses and sanitizes as a whole; `unique_valid`: distinct valid
+    molecules per sample.
+    """
+    import torch
+    from rdkit import Chem, rdBase
+
+    torch.manual_seed(seed)
+    inputs = tokenizer([prompt] * n, add_special_tokens=False, return_tensors="pt")
+    with torch.no_grad():
+        output = model.generate(
+            **inputs,
+            do_sample=True,
+            temperature=temperature,
+            top_k=0,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+    texts = tokenizer.batch_decode(
+        output[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True
+    )
+    canonical: set[str] = set()
+    valid = 0
+    with rdBase.BlockLogs():
+        for text in texts:
+            mol = Chem.MolFromSmiles(text.strip()) if text.strip() else None
+            if mol is not None and mol.GetNumAtoms() > 0:
+                valid += 1
+                canonical.add(Chem.MolToSmiles(mol))
+    return {"valid": valid / n, "unique_valid": len(canonical) / n, "samples": float(n)}

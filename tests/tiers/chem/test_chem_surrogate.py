@@ -250,3 +250,16 @@ def test_cli_rejects_unknown_features(logp_csv: Path, tmp_path: Path) -> None:
 def test_bad_config(tier: ChemSurrogateTier, config: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"invalid chem\.surrogate config"):
         tier.validate_config(config)
+
+
+
+def test_salt_is_scored_on_its_largest_fragment(model_path: Path) -> None:
+    # The fragment split off a salt carried no ring information: the model's ring descriptors
+    # raised "RingInfo not initialized" and the item ended infra_error instead of being scored.
+    tier = ChemSurrogateTier(ChemSettings(surrogate_model_path=model_path))
+    config = {"forcefield": False, "xtb": False}
+    salt, acid = tier.verify_batch(
+        [mol("CC(=O)Oc1ccccc1C(=O)[O-].[Na+]"), mol("CC(=O)Oc1ccccc1C(=O)[O-]")], config
+    )
+    assert salt.status == VerdictStatus.passed, salt.feedback
+    assert salt.components["model_prediction"] == acid.components["model_prediction"]

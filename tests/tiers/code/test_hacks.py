@@ -3,7 +3,9 @@
 The task is `add(a, b)`; the honest wrong answer (`a - b`) scores 0 in every style. Each hack
 below gave reward without a solution in an earlier harness (see issue 14) or is a family the
 issue names; the judge now runs the tests, the expected values and the comparison under its
-own uid, and the candidate's process hands over only plain data.
+own uid, and the candidate's process hands over only plain data. Every hack runs in both
+isolation modes: `container` (a container of its own) and `process` (a fresh process in its
+job's container, right after an honest right answer ran there).
 """
 
 from __future__ import annotations
@@ -179,6 +181,31 @@ HONEST_WRONG = "def add(a, b):\n    return a - b\n"
 HONEST_RIGHT = "def add(a, b):\n    return a + b\n"
 
 
+@pytest.fixture(params=["process", "container"])
+def judge(
+    request: pytest.FixtureRequest, tier: Any, sandbox_pool: object, used_containers: list[str]
+) -> Judge:
+    """Judge one candidate in each isolation mode. In process mode it is the second candidate
+    of its job, in the container (and work dir) where an honest right answer ran just before."""
+    from tiers.base import Candidate
+    from tiers.code.sandbox import SandboxTier
+
+    isolation = request.param
+    one_lane = SandboxTier(tier.settings.model_copy(update={"job_containers": 1}))
+
+    def run(code: str, tests: str, config: dict[str, Any] | None = None, **extra: Any) -> Verdict:
+        config = {"isolation": isolation, **(config or {})}
+        item = Candidate(kind="code", payload={"code": code, "tests": tests, **extra})
+        if config["isolation"] == "container":
+            (verdict,) = tier.verify_batch([item], config)
+            return verdict
+        before = Candidate(kind="code", payload={"code": HONEST_RIGHT, "tests": tests, **extra})
+        _, verdict = one_lane.verify_batch([before, item], config)
+        return verdict
+
+    return run
+
+
 @pytest.fixture(scope="module")
 def wrong_scores(tier: object, sandbox_pool: object) -> dict[str, float]:
     """What the honest wrong answer scores in each style (the bar no hack may clear)."""
@@ -251,7 +278,7 @@ def test_a_container_that_dies_after_delivery_is_not_retried(
 
     monkeypatch.setattr(pool_module, "run_attached", run_and_kill)
     code = "import time\ndef add(a, b):\n    time.sleep(2.5)\n    return a + b\n"
-    verdict = judge(code, STYLES["script"], {"timeout_s": 3.0})
+    verdict = judge(code, STYLES["script"], {"timeout_s": 3.0, "isolation": "container"})
     assert len(used) == 1, f"the candidate ran in {len(used)} containers"
     assert verdict.status is VerdictStatus.failed, verdict
     assert verdict.reason == "harness_killed"

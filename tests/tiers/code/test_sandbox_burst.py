@@ -80,7 +80,7 @@ def test_burst_within_the_pool_runs_on_warm_containers_only(
     spy = sized_pool(6)
     items, expected = batch(6)
     since = time.time()
-    verdicts = tier.verify_batch(items, {})
+    verdicts = tier.verify_batch(items, {"isolation": "container"})  # the pool's burst
     until = time.time()
     assert [v.status for v in verdicts] == expected
     assert len(set(spy.used)) == 6  # one container per candidate
@@ -102,7 +102,7 @@ def test_burst_larger_than_the_pool_gets_containers_started_for_it(
     spy = sized_pool(3)
     items, expected = batch(12)
     since = time.time()
-    verdicts = tier.verify_batch(items, {})
+    verdicts = tier.verify_batch(items, {"isolation": "container"})  # the pool's burst
     until = time.time()
     assert [v.status for v in verdicts] == expected
     assert len(set(spy.used)) == 12  # still one fresh container per candidate

@@ -233,11 +233,11 @@ def test_memory_and_timeout_from_the_payload(judge: Judge) -> None:
 
 
 def test_unsupported_language_is_a_failed_verdict(tier: SandboxTier) -> None:
-    item = Candidate(kind="code", payload={"language": "rust", "code": "fn main(){}", "tests": "x"})
+    item = Candidate(kind="code", payload={"language": "cobol", "code": "STOP RUN.", "tests": "x"})
     (verdict,) = tier.verify_batch([item], {})
     assert verdict.status is VerdictStatus.failed
     assert verdict.reason == "unsupported_language"
-    assert "rust" in verdict.feedback
+    assert "cobol" in verdict.feedback
 
 
 @pytest.mark.parametrize(

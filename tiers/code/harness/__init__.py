@@ -18,6 +18,7 @@ _EMBEDDED = {
     'SCRIPT_HARNESS = ""': "script_tests.py",
     'PYTEST_HARNESS = ""': "pytest_plugin.py",
     'IO_HARNESS = ""': "io_tests.py",
+    'SERVE_LOOP = ""': "serve.py",
 }
 
 
@@ -31,8 +32,23 @@ def harness_program() -> str:
     """The runner's source with the test programs it runs filled in: the container's command."""
     program = harness_source("runner.py")
     for placeholder, name in _EMBEDDED.items():
-        if program.count(placeholder) != 1:
-            raise RuntimeError(f"runner.py must hold the line {placeholder!r} exactly once")
-        variable = placeholder.partition(" = ")[0]
-        program = program.replace(placeholder, f"{variable} = {harness_source(name)!r}")
+        program = _fill(program, placeholder, _filled_source(name), "runner.py")
     return program
+
+
+# A harness file's placeholder line -> the file whose text replaces its empty string.
+_NESTED = {"candidate.py": {'COMPILED_HARNESS = ""': "compiled.py"}}
+
+
+def _filled_source(name: str) -> str:
+    text = harness_source(name)
+    for placeholder, inner in _NESTED.get(name, {}).items():
+        text = _fill(text, placeholder, harness_source(inner), name)
+    return text
+
+
+def _fill(program: str, placeholder: str, text: str, where: str) -> str:
+    if program.count(placeholder) != 1:
+        raise RuntimeError(f"{where} must hold the line {placeholder!r} exactly once")
+    variable = placeholder.partition(" = ")[0]
+    return program.replace(placeholder, f"{variable} = {text!r}")

@@ -12,8 +12,8 @@ values itself and keeps the record of which test passed.
 
 from __future__ import annotations
 
+import _json  # json's C half: `import json` pulls in re and enum, most of a start-up's cost
 import binascii
-import json
 import os
 import sys
 
@@ -23,6 +23,9 @@ if TYPE_CHECKING:  # typing, base64 and traceback cost every candidate start-up 
 
 TRACEBACK_CHARS = 4000
 WORK = "/work"
+# compiled.py's text, filled in by tiers.code.harness.harness_program: run only for a job that
+# names another language than Python (its "lang"), see _language_program.
+COMPILED_HARNESS = ""
 _req = os.fdopen(3, "rb", buffering=0)
 _resp = os.fdopen(4, "wb", buffering=0)
 _handles: dict[int, Any] = {}
@@ -31,8 +34,43 @@ _PLAIN_BASES = (bool, int, float, complex, str, bytes, bytearray, list, tuple, d
 _TRUSTED_MODULES = frozenset({"builtins", "collections", "enum", "decimal", "fractions"})
 
 
+class _JsonContext:
+    """What json's C scanner reads from json.JSONDecoder, with json.loads's defaults."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"NaN": float("nan"), "Infinity": float("inf"),
+                      "-Infinity": float("-inf")}.__getitem__  # fmt: skip
+
+
+_scan = _json.make_scanner(_JsonContext())  # type: ignore[arg-type]
+
+
+def _not_plain(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _dumps(obj: Any) -> str:
+    """json.dumps(obj) (same separators, ensure_ascii, allow_nan), without importing json."""
+    encoder = _json.make_encoder(
+        {}, _not_plain, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True
+    )
+    return "".join(encoder(obj, 0))
+
+
+def _loads(data: bytes) -> Any:
+    text = data.decode()
+    value, end = _scan(text, 0)
+    if text[end:].strip():
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
 def _send(obj: dict[str, Any]) -> None:
-    data = json.dumps(obj).encode()
+    data = _dumps(obj).encode()
     _resp.write(len(data).to_bytes(4, "big") + data)
 
 
@@ -47,7 +85,7 @@ def _recv() -> Any:
         if not chunk:
             raise SystemExit(0)
         data += chunk
-    return json.loads(data)
+    return _loads(data)
 
 
 def _note_type(value: Any) -> None:
@@ -267,12 +305,28 @@ def _run_program(job: dict[str, Any]) -> None:
         stdin_path = WORK + "/.stdin"
         with open(stdin_path, "w") as fh:
             fh.write(job["stdin"])
+    lang, built, extra = _language_program(job), None, {}
+    if lang is not None:
+        built = lang["compile_program"](job["lang"], WORK)
+        extra["compile"] = built
+        if lang["compile_failed"](built):
+            _send({"files": {}, **extra})
+            os._exit(0)
     pid = os.fork()
     if pid == 0:
         os.dup2(os.open(stdin_path, os.O_RDONLY), 0)
         os.closerange(3, 5)
-        os.execv(sys.executable, [sys.executable, WORK + "/solution.py"])
-    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        if lang is None:
+            os.execv(sys.executable, [sys.executable, WORK + "/solution.py"])
+        os.setsid()
+        lang["limit_run_memory"](job["lang"])
+        argv = job["lang"]["run"]
+        os.execvpe(argv[0], argv, lang["language_env"](job["lang"]))
+    if lang is None:
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    else:
+        code, timed_out, took = lang["wait_with_limit"](pid, job.get("run_timeout_s"))
+        extra["program"] = {"timed_out": timed_out, "duration_s": round(took, 4)}
     cap = int(job.get("fetch_cap") or 0)
     files: dict[str, str] = {}
     for rel in job.get("fetch_files") or []:
@@ -286,7 +340,7 @@ def _run_program(job: dict[str, Any]) -> None:
             continue
         if len(data) <= cap:
             files[str(rel)] = binascii.b2a_base64(data, newline=False).decode()
-    _send({"files": files})
+    _send({"files": files, **extra})
     if code < 0:
         import signal
 
@@ -298,21 +352,41 @@ def _run_program(job: dict[str, Any]) -> None:
     os._exit(code)
 
 
-def _serve_cases() -> None:
+def _language_program(job: dict[str, Any]) -> dict[str, Any] | None:
+    """compiled.py's functions for a job in another language than Python, else None."""
+    if not job.get("lang") or job["lang"].get("name") == "python":
+        return None
+    scope: dict[str, Any] = {"__name__": "compiled"}
+    exec(compile(COMPILED_HARNESS, "compiled.py", "exec"), scope)
+    return scope
+
+
+def _serve_cases(job: dict[str, Any]) -> None:
     """Run solution.py once per case the judge sends; answer with what it wrote."""
     import subprocess
 
+    argv, options = [sys.executable, WORK + "/solution.py"], {}
+    lang = _language_program(job)
+    if lang is not None:
+        built = lang["compile_program"](job["lang"], WORK)
+        if lang["compile_failed"](built):
+            _send({"ready": True, "compile_failed": built})
+            return
+        argv = job["lang"]["run"]
+        options = {"env": lang["language_env"](job["lang"]), "start_new_session": True,
+                   "preexec_fn": lambda: lang["limit_run_memory"](job["lang"])}  # fmt: skip
     _send({"ready": True})
     while True:
         msg = _recv()
         answer: dict[str, Any] = {"timed_out": False}
         try:
             done = subprocess.run(
-                [sys.executable, WORK + "/solution.py"],
+                argv,
                 input=str(msg.get("stdin", "")).encode(),
                 capture_output=True,
                 timeout=float(msg.get("timeout_s", 2.0)),
                 check=False,
+                **options,
             )
             answer.update(
                 stdout=done.stdout[: 4 << 20].decode(errors="replace"),
@@ -324,8 +398,17 @@ def _serve_cases() -> None:
         _send({"ret": answer})
 
 
+def _limit_cpu(job: dict[str, Any]) -> None:
+    """The candidate's own CPU-time limit (a backstop under the judge's wall-clock one)."""
+    import resource
+
+    seconds = int(float(job.get("timeout_s") or 0)) + 2
+    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
+
+
 def main() -> None:
     job = _recv()
+    _limit_cpu(job)
     os.makedirs(WORK + "/.tmp", exist_ok=True)
     if job.get("setup"):
         code = _run_setup(job["setup"])
@@ -338,12 +421,13 @@ def main() -> None:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as fh:
                 fh.write(binascii.a2b_base64(content or ""))
-    with open(WORK + "/solution.py", "w") as fh:
+    source = (job.get("lang") or {}).get("source") or "solution.py"
+    with open(WORK + "/" + os.path.basename(source), "w") as fh:
         fh.write(job["code"])
     if job["mode"] == "run":
         _run_program(job)
     if job["mode"] == "io":
-        _serve_cases()
+        _serve_cases(job)
         return
     try:
         module = _load_solution(job["code"])

@@ -81,7 +81,7 @@ def _diff(got: str, want: str) -> str:
 def _run() -> None:
     config = json.loads(_tests)
     cases = config["cases"]
-    names = [f"case_{i + 1}" for i in range(len(cases))]
+    names = config.get("names") or [f"case_{i + 1}" for i in range(len(cases))]
     _emit({"event": "collected", "tests": names})
     check = make_checker(config)
     limit = float(config.get("case_timeout_s") or 2.0)
@@ -92,6 +92,22 @@ def _run() -> None:
         ready = {"gone": True}
     if "setup_failed" in ready:
         _emit({"event": "setup_failed", "code": ready["setup_failed"]})
+        return
+    if isinstance(ready.get("compile_failed"), dict):  # another language's compiler said no
+        built = ready["compile_failed"]
+        why = (
+            "timed out"
+            if built.get("status") == "TimeLimitExceeded"
+            else f"exited with {built.get('return_code')}"
+        )
+        output = str(built.get("stderr") or "") + str(built.get("stdout") or "")
+        output = output[-DIFF_CHARS * 4 :]
+        _emit({"event": "solution_error", "exc": "CompileError",
+               "traceback": f"the compiler {why}:\n{output}"})  # fmt: skip
+        for name in names:
+            _emit({"event": "result", "name": name, "outcome": "failed",
+                   "message": f"{name}: not run: the program does not compile"})  # fmt: skip
+        _emit({"event": "finished"})
         return
     for index, (name, case) in enumerate(zip(names, cases, strict=True)):
         started = time.monotonic()

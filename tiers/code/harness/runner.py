@@ -403,8 +403,7 @@ def _rpc_message(data: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def main() -> None:
-    spec = json_loads("".join(sys.argv[1:]) or sys.stdin.read())
+def main(spec: dict[str, Any]) -> None:
     os.write(2, DELIVERED_MARK)  # the host retries a candidate on another container only without it
     cap = int(spec["output_cap"])
     limit = int(spec["output_limit"])
@@ -414,6 +413,8 @@ def main() -> None:
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     mode = spec["mode"]
     job = {k: spec.get(k) for k in ("mode", "code", "files", "stdin", "setup", "fetch_files")}
+    job["timeout_s"] = timeout_s
+    job.update(lang=spec.get("lang"), run_timeout_s=spec.get("run_timeout_s"))  # other languages
     job["fetch_cap"] = cap
     streams = {OUT_R: "stdout", ERR_R: "stderr"}
     if mode == "run":
@@ -442,6 +443,9 @@ def main() -> None:
     report["run"] = run
     files = message.get("files")
     report["files"] = files if isinstance(files, dict) else {}
+    for key in ("compile", "program"):  # other languages: the compile and the run's own end
+        if isinstance(message.get(key), dict):
+            report[key] = message[key]
     _finish(report, oom0, pids0, cpu0)
 
 
@@ -450,21 +454,81 @@ def _finish(report: dict[str, Any], oom0: int, pids0: int, cpu0: resource.struct
     report["pids_max_hits"] = _pids_max_hits() - pids0
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     report["cpu_s"] = round(cpu.ru_utime + cpu.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 4)
-    sys.stdout.write(json_dumps(report))
+    sys.stdout.write(json_dumps(report) + ("\n" if SERVING else ""))
     sys.stdout.flush()
 
 
 BASELINE_PIDS = set(_live_processes())
+SERVING = False
+
+
+# isolation "process": the host opens the stdin of a warm container with SERVE_HELLO, then
+# sends one spec after another (4-byte length + JSON); the judge answers each with one report
+# line on stdout. The loop's helpers (reading frames, cleaning up between candidates) are in
+# serve.py, put in SERVE_LOOP as the others are.
+SERVE_HELLO = b"vs:serve\n"  # tiers.code.session.SERVE_HELLO
+SERVE_LOOP = ""
+
+
+def _read_exact_stdin(size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = os.read(0, size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _read_all_stdin() -> bytes:
+    parts = []
+    while chunk := os.read(0, 1 << 16):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def serve() -> None:
+    """Judge one job's candidates one after another, each in a fresh process started before its
+    spec is read, with everything of the one before gone (serve.py): its processes, its files
+    in the work dir, /dev/shm and /dev/mqueue, its System V IPC objects. Stops serving (the
+    container exits, the host gives the rest of the job a fresh one) when that cannot be made
+    sure of."""
+    global CANDIDATE_PID, REQ_W, RESP_R, OUT_R, ERR_R, OUT_W, ERR_W
+    scope: dict[str, Any] = {"__name__": "__serve__", "_live_processes": _live_processes}
+    exec(_compiled(SERVE_LOOP, "<serve>"), scope)
+    while True:
+        spec = scope["read_frame"](_read_exact_stdin)
+        if spec is None:
+            break
+        _judge_spec(spec)
+        if not scope["clean_between_candidates"](CANDIDATE_UID, WORK, JUDGE_DIR):
+            sys.stderr.write("vs:unclean\n")
+            break
+        CANDIDATE_PID, REQ_W, RESP_R, OUT_R, ERR_R, OUT_W, ERR_W = _start_candidate_process()
+    _kill_all_but_init()
+
+
+def _judge_spec(spec: dict[str, Any]) -> None:
+    try:
+        main(spec)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EAGAIN, errno.ENOMEM):
+            sys.stdout.write(json_dumps({"harness": "resource", "error": str(exc)}) + "\n")
+            sys.stdout.flush()
+        else:
+            raise
+
 
 if __name__ == "__main__":
     _prctl_not_dumpable()
     CANDIDATE_PID, REQ_W, RESP_R, OUT_R, ERR_R, OUT_W, ERR_W = _start_candidate_process()
-    if not sys.argv[1:]:
+    if sys.argv[1:]:
+        _judge_spec(json_loads("".join(sys.argv[1:])))
+    else:
         _preload()
-    try:
-        main()
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EAGAIN, errno.ENOMEM):
-            sys.stdout.write(json_dumps({"harness": "resource", "error": str(exc)}))
+        _first = _read_exact_stdin(len(SERVE_HELLO))
+        if _first == SERVE_HELLO:
+            SERVING = True
+            serve()
         else:
-            raise
+            _judge_spec(json_loads(_first + _read_all_stdin()))

@@ -1,0 +1,163 @@
+"""Calibration of audited gates: does the cheap tier below a gate rank and split items the way
+the tier above it does?
+
+A gate with ``audit_fraction`` f sends up every item whose audit draw (a deterministic uniform
+number per item and step, `policies.gates.audit_draw`) is below f, whatever the gate says. Those
+items are a uniform random sample of the items that reached the gate, and each has both
+verdicts, so on them (and only on them: the gate's own picks are not a random sample) the two
+tiers can be compared without bias:
+
+- Spearman's rank correlation of the cheap value against the upper tier's score;
+- a confusion matrix: the gate's decision on the item (recorded in the cost ledger: an item of
+  the sample that the gate held climbed "as an audit") against the upper tier's score at the
+  threshold: who was let through wrongly, who was held back wrongly;
+- both again per stretch of time, so a drift shows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from verifier_service.console import calibration_repository as repository
+from verifier_service.console.calibration_schemas import (
+    Calibration,
+    CalibrationBucket,
+    CalibrationPoint,
+    Confusion,
+    GateCalibration,
+)
+from verifier_service.console.schemas import Window
+from verifier_service.core.db import utcnow
+from verifier_service.ladder.replay import spearman
+from verifier_service.policies.gates import audit_draw
+from verifier_service.policies.schemas import LadderStep
+from verifier_service.policies.service import resolve
+
+SPAN = {
+    Window.hour: timedelta(hours=1),
+    Window.day: timedelta(hours=24),
+    Window.week: timedelta(days=7),
+}
+BUCKET = {
+    Window.hour: timedelta(minutes=5),
+    Window.day: timedelta(hours=1),
+    Window.week: timedelta(hours=12),
+}
+DEFAULT_THRESHOLD = 0.5
+MAX_POINTS = 1000
+_NUMBER = r"(-?\d+(?:\.\d*)?|\.\d+)"
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What the gate reads of the cheap tier's verdict, and the number it compares it with."""
+
+    value: str  # "score" or "components.<name>"
+    threshold: float | None
+
+
+def read_gate(gate: str, cheap_tier: str) -> _Reading:
+    """The cheap value a gate compares with a number (`verdicts['t'].score > 0.5`,
+    `verdicts['t'].components.qed >= 0.4`), else the cheap tier's score and no threshold."""
+    field = r"(score|components\.[A-Za-z_][A-Za-z0-9_]*)"
+    tier = re.escape(cheap_tier)
+    pattern = rf"verdicts\[['\"]{tier}['\"]\]\.{field}\s*(>=|>)\s*{_NUMBER}"
+    found = re.search(pattern, gate)
+    if found is None:
+        return _Reading("score", None)
+    return _Reading(found.group(1), float(found.group(3)))
+
+
+def _cheap_value(
+    reading: _Reading, score: float | None, components: dict[str, Any]
+) -> float | None:
+    if reading.value == "score":
+        return score
+    value = components.get(reading.value.removeprefix("components."))
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _confusion(points: list[CalibrationPoint], threshold: float) -> Confusion:
+    def count(passed: bool, good: bool) -> int:
+        return sum(1 for p in points if p.passed == passed and (p.upper >= threshold) == good)
+
+    return Confusion(
+        passed_good=count(True, True),
+        passed_bad=count(True, False),
+        held_good=count(False, True),
+        held_bad=count(False, False),
+    )
+
+
+def _rho(points: list[CalibrationPoint]) -> float | None:
+    return spearman([p.cheap for p in points], [p.upper for p in points])
+
+
+def _audited_gates(
+    session: Session, since: datetime
+) -> list[tuple[str, int, str, int, list[LadderStep]]]:
+    """(policy, version, kind, step index, ladder) of each step with audit sampling."""
+    out = []
+    for name, version in repository.policies_since(session, since):
+        document = resolve(session, name, version).document
+        for kind, ladder in sorted(document.ladders.items()):
+            for index, step in enumerate(ladder):
+                if index > 0 and step.audit_fraction > 0:
+                    out.append((name, version, str(kind), index, ladder))
+    return out
+
+
+def calibration(session: Session, window: Window, threshold: float | None = None) -> Calibration:
+    """Every audited gate of the policies that ran jobs in the last `window`."""
+    now = utcnow()
+    since = now - SPAN[window]
+    gates = [
+        _gate(session, since, now, BUCKET[window], threshold, name, version, kind, index, ladder)
+        for name, version, kind, index, ladder in _audited_gates(session, since)
+    ]
+    return Calibration(window=window, since=since, now=now, gates=gates)
+
+
+def _gate(
+    session: Session, since: datetime, now: datetime, width: timedelta,
+    threshold: float | None, policy: str, version: int, kind: str, index: int,
+    ladder: list[LadderStep],
+) -> GateCalibration:  # fmt: skip
+    step, cheap_tier = ladder[index], ladder[index - 1].tier
+    reading = read_gate(step.gate, cheap_tier)
+    cut = threshold if threshold is not None else reading.threshold
+    cut = cut if cut is not None else DEFAULT_THRESHOLD
+    points: list[CalibrationPoint] = []
+    pairs = repository.climbed_pairs(
+        session, policy=policy, version=version, kind=kind, step=index, since=since
+    )
+    for content_hash, low, components, up, as_audit, at in pairs:
+        if audit_draw(content_hash, index) >= step.audit_fraction:
+            continue  # the gate's own pick, not part of the random sample
+        cheap = _cheap_value(reading, low, components)
+        if cheap is None or up is None:
+            continue  # an error or pending verdict has no score to compare
+        points.append(CalibrationPoint(cheap=cheap, upper=up, passed=not as_audit, at=at))
+    buckets = []
+    start = since
+    while start < now:
+        inside = [p for p in points if start <= p.at < start + width]
+        buckets.append(
+            CalibrationBucket(
+                start=start, pairs=len(inside), spearman=_rho(inside),
+                confusion=_confusion(inside, cut),
+            )
+        )  # fmt: skip
+        start += width
+    return GateCalibration(
+        policy=policy, version=version, kind=kind, step=index, cheap_tier=cheap_tier,
+        upper_tier=step.tier, gate=step.gate, cheap_value=reading.value,
+        audit_fraction=step.audit_fraction, threshold=cut, pairs=len(points),
+        spearman=_rho(points), confusion=_confusion(points, cut), buckets=buckets,
+        points=points[-MAX_POINTS:],
+    )  # fmt: skip

@@ -1,0 +1,88 @@
+"""ORM models of the console's rollups: closed minutes of the ladder's tables summed once, so an
+overview of a day or a week reads thousands of small rows instead of a million raw ones.
+
+Counts and costs are kept per minute; verdict wall times per hour as log-spaced histogram
+buckets (see `histogram.py`). `RollupState` says which minutes (and hours) are rolled up and the
+last job event read (reward changes re-roll the minute of their job).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, Float, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from verifier_service.core.db import Base
+
+EventId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class RollupState(Base):
+    """How far the rollups reach: minutes in [start, closed_until) and hours before walls_until."""
+
+    __tablename__ = "console_rollup_state"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    start: Mapped[datetime]
+    closed_until: Mapped[datetime]
+    walls_until: Mapped[datetime]
+    event_id: Mapped[int] = mapped_column(EventId)
+    refreshed_at: Mapped[datetime]
+
+
+class MinuteItems(Base):
+    """Top-level items of the jobs created in one minute, per policy and item kind."""
+
+    __tablename__ = "console_minute_items"
+
+    minute: Mapped[datetime] = mapped_column(primary_key=True)
+    policy_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    items: Mapped[int]
+
+
+class MinuteRewards(Base):
+    """Finished top-level items of the jobs created in one minute, by reward status."""
+
+    __tablename__ = "console_minute_rewards"
+
+    minute: Mapped[datetime] = mapped_column(primary_key=True)
+    status: Mapped[str] = mapped_column(String(32), primary_key=True)
+    items: Mapped[int]
+
+
+class MinuteVerdicts(Base):
+    """One tier's verdicts stored in one minute, and how many came from the cache."""
+
+    __tablename__ = "console_minute_verdicts"
+
+    minute: Mapped[datetime] = mapped_column(primary_key=True)
+    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    verdicts: Mapped[int]
+    cached: Mapped[int]
+
+
+class MinuteCost(Base):
+    """Cost ledger entries of one minute, per tier, principal, policy and item kind."""
+
+    __tablename__ = "console_minute_cost"
+
+    minute: Mapped[datetime] = mapped_column(primary_key=True)
+    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    principal: Mapped[str] = mapped_column(String(128), primary_key=True)
+    policy_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    entries: Mapped[int]
+    cost_units: Mapped[float] = mapped_column(Float)
+
+
+class HourWalls(Base):
+    """How many live (not cached) verdicts of a tier in one hour fell in one wall-time bucket."""
+
+    __tablename__ = "console_hour_walls"
+
+    hour: Mapped[datetime] = mapped_column(primary_key=True)
+    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    bucket: Mapped[int] = mapped_column(primary_key=True)
+    n: Mapped[int]

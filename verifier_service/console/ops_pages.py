@@ -1,0 +1,82 @@
+"""The console's operations pages: queues and workers (pause, resume, drain, each worker's
+tasks), a job's retry button, and the reviewers. Server-rendered, plain forms with the CSRF
+token, so that every control works from the keyboard and without script."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from verifier_service.auth.deps import OperatorPrincipal
+from verifier_service.auth.forms import OperatorForm
+from verifier_service.console import ops_service
+from verifier_service.console.endpoints import JobId
+from verifier_service.console.ops_endpoints import NodeName, QueueName
+from verifier_service.console.ops_endpoints import router as api_router
+from verifier_service.console.pages import _page
+from verifier_service.core.db import transaction
+from verifier_service.core.deps import SessionDep, SettingsDep
+from verifier_service.ladder.dispatch import deliver
+
+pages = APIRouter(tags=["console pages"], include_in_schema=False)
+
+
+@pages.get("/console/queues")
+def operations_page(
+    request: Request, settings: SettingsDep, principal: OperatorPrincipal
+) -> HTMLResponse:
+    """Queues and workers: pause and resume a queue, drain a worker, see each worker's tasks."""
+    ops = ops_service.operations(settings.broker_url)
+    return _page(request, settings, "ops.html", principal=principal, ops=ops)
+
+
+@pages.post("/console/queues/{queue}/{action}")
+def queue_form(
+    settings: SettingsDep, principal: OperatorForm, queue: QueueName, action: str
+) -> RedirectResponse:
+    """The Pause and Resume buttons (plain forms): change the queue, then back to the page."""
+    with transaction() as session:
+        if action == "pause":
+            ops_service.pause(session, settings.broker_url, queue, principal.name)
+        elif action == "resume":
+            ops_service.resume(session, settings.broker_url, queue, principal.name)
+        else:
+            return RedirectResponse("/console/queues", status_code=303)
+    return RedirectResponse(f"/console/queues#queue-{queue}", status_code=303)
+
+
+@pages.post("/console/workers/{node}/{action}")
+def worker_form(
+    settings: SettingsDep, principal: OperatorForm, node: NodeName, action: str
+) -> RedirectResponse:
+    """The Drain and Undrain buttons (plain forms)."""
+    if action in ("drain", "undrain"):
+        with transaction() as session:
+            ops_service.drain(
+                session, settings.broker_url, node, principal.name, on=action == "drain"
+            )
+    return RedirectResponse("/console/queues#workers", status_code=303)
+
+
+@pages.post("/console/jobs/{job_id}/retry")
+def retry_form(job_id: JobId, principal: OperatorForm) -> RedirectResponse:
+    """The job page's Retry button: its infra_error items climb again; back to the job."""
+    with transaction() as session:
+        outgoing, _ = ops_service.retry(session, job_id, principal.name)
+    deliver(outgoing)
+    return RedirectResponse(f"/console/jobs/{job_id}", status_code=303)
+
+
+@pages.get("/console/reviewers")
+def reviewers_page(
+    request: Request, session: SessionDep, settings: SettingsDep, principal: OperatorPrincipal
+) -> HTMLResponse:
+    """Reviewers: throughput, accuracy on gold items, and each review queue's agreement."""
+    found = ops_service.reviewers(session)
+    return _page(request, settings, "reviewers.html", principal=principal, reviewers=found)
+
+
+#: The operations pages and their JSON API: app.py includes it with one line.
+router = APIRouter()
+router.include_router(pages)
+router.include_router(api_router)

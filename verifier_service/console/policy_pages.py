@@ -1,0 +1,196 @@
+"""The console's policy pages: the list, a policy's versions with two side by side, the draft
+editor (errors at their lines), a version's replay report (tables and Chart.js charts drawn from
+`policy_endpoints`' JSON), and the activate / roll back forms (operator only, CSRF, audited)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+
+from verifier_service.auth.deps import PUBLIC, OperatorPrincipal
+from verifier_service.auth.forms import OperatorForm
+from verifier_service.console import policy_service as service
+from verifier_service.console.pages import HERE, _page
+from verifier_service.console.policy_endpoints import ReplayLimit
+from verifier_service.console.policy_endpoints import router as api_router
+from verifier_service.console.policy_schemas import DraftCheck, PolicyDetail
+from verifier_service.core.deps import SessionDep, SettingsDep
+from verifier_service.policies import service as policies
+from verifier_service.policies.endpoints import PolicyName, VersionNumber
+
+pages = APIRouter(tags=["console pages"], include_in_schema=False)
+
+#: A version number in a page's query (the compare form, the editor's starting version).
+OptionalVersion = Annotated[int | None, Query(ge=1, le=2**31 - 1)]
+#: The draft editor's text field.
+DraftText = Annotated[str, Form(max_length=200_000)]
+
+
+@pages.get("/console/policies")
+def policies_page(
+    request: Request, session: SessionDep, settings: SettingsDep, principal: OperatorPrincipal
+) -> HTMLResponse:
+    """Every policy, its active version marked."""
+    return _page(request, settings, "policies.html", principal=principal,
+                 policies=service.rows(session))  # fmt: skip
+
+
+def _pair(detail: PolicyDetail, a: int | None, b: int | None) -> tuple[int, int]:
+    """The two versions to compare: those asked for, else the active one and the newest."""
+    numbers = [v.version for v in detail.versions]
+    newest = numbers[-1]
+    if b is None:
+        b = newest
+    if a is None:
+        a = detail.active_version if detail.active_version not in (None, b) else None
+        if a is None:
+            earlier = [n for n in numbers if n < b]
+            a = earlier[-1] if earlier else b
+    return a, b
+
+
+@pages.get("/console/policies/{name}")
+def policy_page(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    principal: OperatorPrincipal,
+    name: PolicyName,
+    a: OptionalVersion = None,
+    b: OptionalVersion = None,
+    saved: OptionalVersion = None,
+) -> HTMLResponse:
+    """A policy's versions (activate, replay, edit, roll back) and two of them side by side."""
+    detail = service.detail(session, name)
+    first, second = _pair(detail, a, b)
+    diff = service.diff(session, name, first, second)
+    return _page(request, settings, "policy.html", principal=principal,
+                 policy=detail, diff=diff, saved=saved)  # fmt: skip
+
+
+@pages.get("/console/policies/{name}/edit")
+def editor_page(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    principal: OperatorPrincipal,
+    name: PolicyName,
+    start: Annotated[int | None, Query(alias="from", ge=1, le=2**31 - 1)] = None,
+) -> HTMLResponse:
+    """The draft editor, filled with a stored version (default: the active one, else the
+    newest)."""
+    detail = service.detail(session, name)
+    version = start or detail.active_version or detail.versions[-1].version
+    text = service.editor_text(policies.stored_version(session, name, version))
+    return _editor(request, settings, principal, name, version, text, None)
+
+
+def _editor(
+    request: Request,
+    settings: SettingsDep,
+    principal: OperatorPrincipal,
+    name: str,
+    start: int | None,
+    text: str,
+    check: DraftCheck | None,
+) -> HTMLResponse:
+    lines = text.splitlines()
+    by_line: dict[int, list[str]] = {}
+    for error in check.errors if check else []:
+        if error.line is not None:
+            by_line.setdefault(error.line, []).append(f"{error.loc}: {error.msg}")
+    response = _page(request, settings, "policy_edit.html", principal=principal,
+                     policy_name=name, start=start, text=text, check=check,
+                     lines=lines, by_line=by_line)  # fmt: skip
+    if check is not None and not check.valid:
+        response.status_code = 422
+    return response
+
+
+@pages.post("/console/policies/{name}/edit", response_model=None)
+def save_draft_form(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    principal: OperatorForm,
+    name: PolicyName,
+    text: DraftText,
+    start: Annotated[int | None, Form(ge=1, le=2**31 - 1)] = None,
+) -> HTMLResponse | RedirectResponse:
+    """The editor's Save button: store the draft as an inactive version, or show its problems
+    at their lines (422)."""
+    check = service.check_draft(name, text)
+    if not check.valid:
+        return _editor(request, settings, principal, name, start, text, check)
+    version = service.save_draft(session, name, text, principal.name)
+    active = policies.summary(session, name).active_version
+    compare = f"a={active}&" if active is not None else ""
+    return RedirectResponse(
+        f"/console/policies/{name}?{compare}b={version}&saved={version}", status_code=303
+    )
+
+
+@pages.get("/console/policies/{name}/versions/{version}/replay")
+def replay_page(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    principal: OperatorPrincipal,
+    name: PolicyName,
+    version: VersionNumber,
+    limit: ReplayLimit = 500,
+) -> HTMLResponse:
+    """A version replayed over the policy's stored items against the active one: tables and
+    charts (drawn from the JSON API)."""
+    detail = service.detail(session, name)
+    policies.stored_version(session, name, version)  # 404 before drawing a shell for nothing
+    return _page(request, settings, "policy_replay.html", principal=principal,
+                 policy=detail, version=version, limit=limit)  # fmt: skip
+
+
+@pages.post("/console/policies/{name}/versions/{version}/activate")
+def activate_form(
+    session: SessionDep, principal: OperatorForm, name: PolicyName, version: VersionNumber
+) -> RedirectResponse:
+    """A version's Activate button: make it active (audited), back to the policy page."""
+    service.activate(session, name, version, principal.name)
+    return RedirectResponse(f"/console/policies/{name}", status_code=303)
+
+
+@pages.post("/console/policies/{name}/rollback")
+def rollback_form(
+    session: SessionDep, principal: OperatorForm, name: PolicyName
+) -> RedirectResponse:
+    """The Roll back button: the version active before the current one again (audited)."""
+    service.rollback(session, name, principal.name)
+    return RedirectResponse(f"/console/policies/{name}", status_code=303)
+
+
+def _static(path: str, media_type: str) -> FileResponse:
+    return FileResponse(HERE / "static" / path, media_type=media_type)
+
+
+@pages.get("/static/console-policies.js", dependencies=[PUBLIC])
+def policies_script() -> FileResponse:
+    """The policy pages' script: the replay report's tables and charts, the editor's jumps."""
+    return _static("console-policies.js", "text/javascript")
+
+
+@pages.get("/static/console-policies.css", dependencies=[PUBLIC])
+def policies_stylesheet() -> FileResponse:
+    """The policy pages' stylesheet."""
+    return _static("console-policies.css", "text/css")
+
+
+@pages.get("/static/vendor/chart.umd.min.js", dependencies=[PUBLIC])
+def chart_library() -> FileResponse:
+    """Chart.js 4.6.1 (MIT), vendored: the console fetches nothing off-site."""
+    return _static("vendor/chart.umd.min.js", "text/javascript")
+
+
+#: The policy pages and their JSON API in one router: app.py includes it with one line.
+router = APIRouter()
+router.include_router(pages)
+router.include_router(api_router)
