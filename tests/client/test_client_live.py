@@ -170,3 +170,24 @@ def test_wait_timeout_says_which_queue_has_no_worker(client: VerifierClient) -> 
     job = client.submit([unique_mol()], policy=name, deadline_s=5)
     with pytest.raises(JobTimeoutError, match=r"no live worker consumes its queue 'tier\.hifi'"):
         client.wait(job.id, timeout_s=1)
+
+
+def test_job_cost_reports_calls_then_cache_hits(client: VerifierClient, live_service: Any) -> None:
+    item = unique_mol()
+    first = client.wait(client.submit([item]).id, timeout_s=60)
+    fresh = client.job_cost(first.id)
+    assert fresh["items"] == 1
+    assert fresh["tiers"]["chem.fast"]["calls"] == 1
+    assert fresh["tiers"]["chem.fast"]["cache_hits"] == 0
+    assert fresh["cost_units"] > 0
+
+    async def again() -> dict[str, Any]:
+        async with AsyncVerifierClient(
+            live_service.base_url, api_key=live_service.api_key, principal="client-tests"
+        ) as aclient:
+            job = await aclient.wait((await aclient.submit([item])).id, timeout_s=60)
+            return await aclient.job_cost(job.id)
+
+    cached = asyncio.run(again())
+    assert cached["tiers"]["chem.fast"]["calls"] == 0
+    assert cached["tiers"]["chem.fast"]["cache_hits"] == 1

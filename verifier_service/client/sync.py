@@ -121,6 +121,15 @@ class VerifierClient(ClientCore):
         )
         return _base.job_from(response)
 
+    def job_cost(self, job_id: str) -> dict[str, Any]:
+        """GET /v1/jobs/{id}/cost: the job's cost report (escalations, cost units, cache hits)."""
+        response = self._request(
+            "GET", f"/v1/jobs/{job_id}/cost", headers=_base.headers(self.principal, None)
+        )
+        _base.raise_for(response)
+        report: dict[str, Any] = response.json()
+        return report
+
     def wait(self, job_id: str, *, timeout_s: float | None = None) -> JobOut:
         """Poll a job with growing intervals until it completes; JobTimeoutError after timeout_s."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s

@@ -195,15 +195,6 @@ class TRLReward(_Base):
         )
         self.client = client or VerifierClient(base_url, api_key=api_key)
 
-    def job_cost(self, job_id: str) -> dict[str, Any]:
-        """GET /v1/jobs/{id}/cost: the job's cost report from the service's ledger."""
-        response = self.client._request(
-            "GET", f"/v1/jobs/{job_id}/cost", headers=_base.headers(self.client.principal, None)
-        )
-        _base.raise_for(response)
-        report: dict[str, Any] = response.json()
-        return report
-
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any
     ) -> list[float | None]:
@@ -211,7 +202,7 @@ class TRLReward(_Base):
         jobs = self.client.score_jobs(items, policy=self.policy, timeout_s=self.timeout_s)
         rewards = [r for job in jobs for r in _base.rewards_of(job, self.timeout_s)]
         if self.cost_ledger:
-            self.log_ledger([self.job_cost(job.id) for job in jobs], columns)
+            self.log_ledger([self.client.job_cost(job.id) for job in jobs], columns)
         return self.log(rewards, columns)
 
 
@@ -263,15 +254,6 @@ class AsyncTRLReward(_Base):
         jobs = await client.score_jobs(items, policy=self.policy, timeout_s=self.timeout_s)
         rewards = [r for job in jobs for r in _base.rewards_of(job, self.timeout_s)]
         if self.cost_ledger:
-            reports = [await self._job_cost(client, job.id) for job in jobs]
+            reports = [await client.job_cost(job.id) for job in jobs]
             self.log_ledger(reports, columns)
         return self.log(rewards, columns)
-
-    @staticmethod
-    async def _job_cost(client: AsyncVerifierClient, job_id: str) -> dict[str, Any]:
-        response = await client._request(
-            "GET", f"/v1/jobs/{job_id}/cost", headers=_base.headers(client.principal, None)
-        )
-        _base.raise_for(response)
-        report: dict[str, Any] = response.json()
-        return report
