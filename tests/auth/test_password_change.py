@@ -4,16 +4,15 @@ one with the CLI. Either way, sessions signed in with the old password stop work
 from __future__ import annotations
 
 import re
-import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from auth_support import PASSWORD, new_person
 from playwright.sync_api import expect
 from support import Service
 
-PASSWORD = "correct horse battery staple"
 NEW_PASSWORD = "a new and longer passphrase"
 
 
@@ -87,10 +86,7 @@ def _sign_in_status(service: Service, name: str, password: str) -> int:
 
 @pytest.fixture
 def person(live_service: Service) -> str:
-    name = f"op-{uuid.uuid4().hex[:6]}"
-    made = live_service.cli("users", "create", "--role", "operator", name, stdin=PASSWORD + "\n")
-    assert made.returncode == 0, made.stderr
-    return name
+    return new_person(live_service, "operator")
 
 
 def test_changing_the_password_signs_out_the_other_browsers(

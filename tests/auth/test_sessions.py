@@ -9,12 +9,11 @@ import uuid
 import httpx
 import pytest
 import redis
+from auth_support import PASSWORD, new_person
 from support import Service
 
 from verifier_service.auth.limits import SignInThrottle
 from verifier_service.settings import AuthSettings
-
-PASSWORD = "correct horse battery staple"
 
 
 def _form(service: Service) -> tuple[str, str]:
@@ -37,10 +36,7 @@ def _sign_in(service: Service, name: str, password: str) -> httpx.Response:
 
 @pytest.fixture
 def person(live_service: Service) -> str:
-    name = f"op-{uuid.uuid4().hex[:6]}"
-    made = live_service.cli("users", "create", "--role", "operator", name, stdin=PASSWORD + "\n")
-    assert made.returncode == 0, made.stderr
-    return name
+    return new_person(live_service, "operator")
 
 
 def test_a_session_works_for_reads_and_needs_csrf_for_writes(

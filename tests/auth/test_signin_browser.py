@@ -7,18 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from auth_support import PASSWORD, new_person
 from support import Service
-
-PASSWORD = "correct horse battery staple"
-
 
 
 @pytest.fixture
 def person(live_service: Service) -> str:
-    name = f"rev-{uuid.uuid4().hex[:6]}"
-    made = live_service.cli("users", "create", "--role", "reviewer", name, stdin=PASSWORD + "\n")
-    assert made.returncode == 0, made.stderr
-    return name
+    return new_person(live_service, "reviewer")
 
 
 def test_sign_in_with_the_keyboard_and_sign_out(

@@ -9,28 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_support import OPERATOR_PASSWORD, Console
+from console_support import Console, operator_tab
 
 
 @pytest.fixture
 def page(console: Console, browser: Any) -> Iterator[Any]:
     """A 1440x900 tab signed in as the operator, through the redirect to /signin."""
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    tab = context.new_page()
-    offsite: list[str] = []
-    tab.on("request", lambda r: offsite.append(r.url) if "127.0.0.1" not in r.url else None)
-    errors: list[str] = []
-    tab.on("pageerror", lambda e: errors.append(str(e)))
-    tab.goto(f"{console.service.base_url}/console")
-    tab.wait_for_url("**/signin?next=/console")
-    tab.get_by_label("Username").fill(console.operator)
-    tab.get_by_label("Password").fill(OPERATOR_PASSWORD)
-    tab.get_by_role("button", name="Sign in").click()
-    tab.wait_for_url("**/console")
-    yield tab
-    context.close()
-    assert offsite == []
-    assert errors == []
+    with operator_tab(browser, console.service.base_url, "/console", console.operator) as tab:
+        yield tab
 
 
 def _cells(page: Any, table: str) -> list[list[str]]:

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from console_support import OPERATOR_PASSWORD, unique_smiles
+from console_support import OPERATOR_PASSWORD, operator_tab, unique_smiles
 from support import Service, private_backends, start_service
 
 from verifier_service.core.presence import held_key
@@ -339,24 +339,16 @@ def test_reviewers_show_throughput_agreement_and_gold_accuracy(
 
 @pytest.fixture
 def page(ops: Service, browser: Any) -> Iterator[Any]:
-    """A tab signed in as the operator."""
-    context = browser.new_context(viewport={"width": 1440, "height": 1000})
-    tab = context.new_page()
-    tab.set_default_timeout(90_000)  # the machine is shared: a loaded one is slow, not broken
-    offsite: list[str] = []
-    tab.on("request", lambda r: offsite.append(r.url) if "127.0.0.1" not in r.url else None)
-    errors: list[str] = []
-    tab.on("pageerror", lambda e: errors.append(str(e)))
-    tab.goto(f"{ops.base_url}/console/queues")
-    tab.wait_for_url("**/signin?next=/console/queues")
-    tab.get_by_label("Username").fill("cops-op")
-    tab.get_by_label("Password").fill(OPERATOR_PASSWORD)
-    tab.get_by_role("button", name="Sign in").click()
-    tab.wait_for_url("**/console/queues")
-    yield tab
-    context.close()
-    assert offsite == []
-    assert errors == []
+    """A tab signed in as the operator (a shared machine is slow, not broken: long timeouts)."""
+    with operator_tab(
+        browser,
+        ops.base_url,
+        "/console/queues",
+        "cops-op",
+        viewport=(1440, 1000),
+        timeout_ms=90_000,
+    ) as tab:
+        yield tab
 
 
 def test_browser_pause_a_queue_see_the_job_wait_then_finish_after_resume(

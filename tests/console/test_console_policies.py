@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from console_support import OPERATOR_PASSWORD, Console, unique_smiles
+from console_support import Console, operator_tab, unique_smiles
 
 ACTIVE = """\
 # The test's policy: one cheap tier per kind.
@@ -232,22 +232,10 @@ def test_the_json_api_is_for_operators_only(case: PolicyCase) -> None:
 def page(case: PolicyCase, browser: Any) -> Iterator[Any]:
     """A 1440x900 tab signed in as the operator."""
     console = case.console
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    tab = context.new_page()
-    offsite: list[str] = []
-    tab.on("request", lambda r: offsite.append(r.url) if "127.0.0.1" not in r.url else None)
-    errors: list[str] = []
-    tab.on("pageerror", lambda e: errors.append(str(e)))
-    tab.goto(f"{console.service.base_url}/console/policies")
-    tab.wait_for_url("**/signin?next=/console/policies")
-    tab.get_by_label("Username").fill(console.operator)
-    tab.get_by_label("Password").fill(OPERATOR_PASSWORD)
-    tab.get_by_role("button", name="Sign in").click()
-    tab.wait_for_url("**/console/policies")
-    yield tab
-    context.close()
-    assert offsite == []
-    assert errors == []
+    with operator_tab(
+        browser, console.service.base_url, "/console/policies", console.operator
+    ) as tab:
+        yield tab
 
 
 def test_browser_draft_with_an_error_shows_it_at_its_line(
