@@ -109,10 +109,8 @@ class LadderPass:
         return self.result
 
     def _write(self) -> None:
-        """Write the rows this pass made so far (their items stored first: the rows refer
-        to them)."""
-        if not (self._new_verdicts or self._new_charges):
-            return
+        """Write the rows this pass made so far, its new items (and job) first: the rows, and
+        the events and outbox rows written after the pass, refer to them."""
         if self.session.new:
             self.session.flush()
         verdicts, self._new_verdicts = self._new_verdicts, []
@@ -348,9 +346,13 @@ class LadderPass:
         the cache answered, to decide at their next step."""
         if not climbs:
             return []
-        hits = repository.cached_verdicts(self.session, {c.key for c in climbs})
+        # (Not flushing first: items this transaction made are written once, in their final
+        # state, at the end of the pass instead of inserted here and updated at commit.)
+        with self.session.no_autoflush:
+            hits = repository.cached_verdicts(self.session, {c.key for c in climbs})
         counted: Counter[str] = Counter()
         answered: list[Item] = []
+        stored = False
         for climb in climbs:
             item = climb.item
             hit = hits.get(climb.key)
@@ -360,6 +362,9 @@ class LadderPass:
                 self.record(item, item.step, hit.model_copy(update={"cached": True}), climb.key)
                 answered.append(item)
                 continue
+            if not stored:  # a tier call's ledger row is an ORM row: its item goes first
+                self.session.flush()
+                stored = True
             units = get_tier(climb.tier).cost_class
             over = self.budgets.over(climb.tier, units)
             if over is not None:
@@ -374,7 +379,8 @@ class LadderPass:
             move(item, ItemState.running)
             sent_now(item, self.now, first=True)
             self._dispatch[(climb.tier, item.kind, item.step)].append(item.id)
-        repository.count_cache_hits(self.session, counted)
+        with self.session.no_autoflush:
+            repository.count_cache_hits(self.session, counted)
         observe.cache_lookups(self.session, ((c.tier, c.key in hits) for c in climbs))
         return answered
 
