@@ -101,7 +101,7 @@ def main() -> None:
 
         with postgres(worker_concurrency=2) as service:
             fresh, cached = timed_requests(service.url, service.headers, smiles, args.n)
-        report(args, fresh, cached, smiles, load_before)
+        report(args, fresh, cached, smiles, load_before, {})
         return
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
