@@ -153,6 +153,13 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     job_id, ds = submit(body(molecules(16)))
     work(ds)
     read(job_id)
+    try:  # the garbage collector as the API and worker processes run it (the setting)
+        from verifier_service.core.gc_tuning import tune_gc
+        from verifier_service.settings import get_settings
+
+        tune_gc(get_settings().gc_young_threshold)
+    except ImportError:  # a baseline from before the setting
+        pass
 
     figures: dict[str, Any] = {"sizes": {}}
     profiler = None

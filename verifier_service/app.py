@@ -15,6 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 from verifier_service import __version__
 from verifier_service.auth.deps import app_routes
 from verifier_service.core.db import get_engine
+from verifier_service.core.gc_tuning import tune_gc
 from verifier_service.core.handlers import install_error_handlers
 from verifier_service.core.logging import configure_logging
 from verifier_service.core.middleware import (
@@ -64,6 +65,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
         if check_migrations:
             ensure_migrated(get_engine())
         metrics_registry.setup(settings)  # before the first request counts anything
+        tune_gc(settings.gc_young_threshold)
         app.state.waiter = JobWaiter(settings.broker_url)
         await app.state.waiter.start()
         sweeper = None

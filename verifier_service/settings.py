@@ -344,6 +344,14 @@ class Settings(BaseSettings):
         default=Path("./data"), description="Where the embedded SQLite and Redis live."
     )
     log_level: str = Field(default="INFO", description="Logging level.")
+    gc_young_threshold: int = Field(
+        default=20000,
+        ge=0,
+        description="Allocations between two collections of the garbage collector's young "
+        "generation in the API and worker processes (Python's default is 700, which costs a "
+        "batch about a quarter of its CPU); what a process imported at start is frozen out of "
+        "collections. 0 keeps Python's defaults.",
+    )
     log_json: bool = Field(
         default=False,
         description="Render the service's structured logs as one JSON object per line (with "

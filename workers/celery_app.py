@@ -51,6 +51,10 @@ def _fresh_connections(**_: Any) -> None:
     from verifier_service.core.db import reset_engine_cache
 
     reset_engine_cache()
+    from verifier_service.core.gc_tuning import tune_gc
+    from verifier_service.settings import get_settings
+
+    tune_gc(get_settings().gc_young_threshold)
     if "tier.sandbox" in _consumed:
         # Warm the sandbox pool now, so that the first batch of candidates finds it full;
         # in a thread, as Celery gives a process only seconds to initialise.

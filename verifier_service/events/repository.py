@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import column, func, or_, select, table, text
+from sqlalchemy import Table, column, func, insert, or_, select, table, text
 from sqlalchemy.orm import Session
 
+from verifier_service.core.db import utcnow
 from verifier_service.events.models import JobCallback, JobEvent, WebhookAttempt, WebhookDelivery
 
 #: The jobs table, as far as events read it (its ORM model belongs to the ladder, above us).
@@ -30,8 +31,19 @@ def append(session: Session, events: Sequence[JobEvent]) -> None:
         return
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _APPEND_LOCK})
-    session.add_all(events)
-    session.flush()
+    # One statement for all of them (a batch's hundreds of item events), ids back in order;
+    # the rows stay plain objects that carry their ids (nothing reads them through the ORM).
+    events_table = JobEvent.__table__
+    assert isinstance(events_table, Table)
+    columns = [c.key for c in events_table.columns if c.key != "id"]
+    rows = [{key: getattr(event, key) for key in columns} for event in events]
+    for row in rows:
+        if row["created_at"] is None:
+            row["created_at"] = utcnow()
+    statement = insert(events_table).returning(events_table.c.id, sort_by_parameter_order=True)
+    ids = session.execute(statement, rows).scalars().all()
+    for event, event_id in zip(events, ids, strict=True):
+        event.id = event_id
 
 
 def job_owner(session: Session, job_id: str) -> str | None:

@@ -145,8 +145,9 @@ def submit(
         else:
             leaves.append(_item(job.id, index, entry.kind, entry.model_dump(mode="json")))
             stored.append(leaves[-1])
+    # Written when the first pass ends (or on the first query that needs them), in the state
+    # the pass leaves them in: one INSERT, no UPDATE of each item after it.
     session.add_all(stored)
-    session.flush()
     ladder = LadderPass(session, job, policy)
     ladder.new_items(leaves)
     result = ladder.advance(leaves)

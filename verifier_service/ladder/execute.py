@@ -7,11 +7,13 @@ fast-tier work runs in the API's transaction (inline lane).
 from __future__ import annotations
 
 import hashlib
+import threading
 import traceback
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tiers.base import Candidate, Verdict, VerdictStatus, config_hash
+from tiers.base import Candidate, Verdict, VerdictStatus, config_hash, stable_json
 from tiers.registry import get_tier
 from verifier_service.ladder.models import Item
 
@@ -26,9 +28,56 @@ def candidate_of(item: Item) -> Candidate:
     return Candidate.model_validate(item.candidate)
 
 
-def keyed_candidate(
-    tier_name: str, config: dict[str, object], item: Item
-) -> tuple[str, Candidate]:
+class _KeyMemo:
+    """Cache keys already computed in this process, by a digest of what they depend on.
+
+    A key needs the tier's canonical payload (for molecules an RDKit parse, ~0.1 ms), and a
+    trainer resamples the same candidates all the time: a batch answered from the verdict
+    cache would spend most of its time re-deriving keys it derived before. Bounded (least
+    recently used out); entries are digests, so a large code payload costs no memory here.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._keys: OrderedDict[bytes, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, digest: bytes) -> str | None:
+        with self._lock:
+            key = self._keys.get(digest)
+            if key is not None:
+                self._keys.move_to_end(digest)
+            return key
+
+    def put(self, digest: bytes, key: str) -> None:
+        with self._lock:
+            self._keys[digest] = key
+            while len(self._keys) > self.size:
+                self._keys.popitem(last=False)
+
+
+_MEMO = _KeyMemo(65536)
+
+
+def item_cache_key(tier_name: str, config: dict[str, object], item: Item) -> str:
+    """An item's cache key for a tier under a config (the candidate parsed only when this
+    process has not derived the key before)."""
+    tier = get_tier(tier_name)
+    candidate = item.candidate
+    # What the key is a function of: the tier, its version and config, and the candidate's
+    # content (its metadata plays no part in a verdict).
+    # (The tier object's identity too: one built anew, e.g. under other settings, starts over.)
+    content = (candidate.get(k) for k in ("kind", "payload", "reference"))
+    source = [tier.name, tier.version, id(tier), config, *content]
+    digest = hashlib.sha256(stable_json(source).encode()).digest()
+    key = _MEMO.get(digest)
+    if key is None:
+        key = keyed_candidate(tier_name, config, item)[0]
+        _MEMO.put(digest, key)
+    return key
+
+
+def keyed_candidate(tier_name: str, config: dict[str, object], item: Item) -> tuple[str, Candidate]:
     """An item's candidate and its cache key for a tier under a config."""
     tier = get_tier(tier_name)
     candidate = candidate_of(item)
@@ -63,7 +112,7 @@ def tier_run(
     """The unique candidates of some items by cache key, and which item gets which verdict."""
     run = TierRun(job_id, tier_name, kind, step, config)
     for item in items:
-        run.add(item.id, *keyed_candidate(tier_name, config, item))
+        run.add(item.id, item_cache_key(tier_name, config, item), candidate_of(item))
     return run
 
 

@@ -6,8 +6,9 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
-from sqlalchemy import ColumnElement, Table, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, Table, and_, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -40,9 +41,11 @@ def job_of_items(session: Session, item_ids: Sequence[str]) -> str | None:
 
 def running_claimants(session: Session) -> set[str]:
     """The workers that hold claims on running items."""
-    query = select(Item.claimed_by).where(
-        Item.state == "running", Item.claimed_by.is_not(None)
-    ).distinct()
+    query = (
+        select(Item.claimed_by)
+        .where(Item.state == "running", Item.claimed_by.is_not(None))
+        .distinct()
+    )
     return {name for name in session.scalars(query) if name is not None}
 
 
@@ -129,6 +132,13 @@ def existing_verdict_steps(session: Session, item_ids: Sequence[str], step: int)
 def add_verdict(
     session: Session, item_id: str, step: int, verdict: Verdict, cache_key: str | None
 ) -> VerdictRecord:
+    record = new_verdict(item_id, step, verdict, cache_key)
+    session.add(record)
+    return record
+
+
+def new_verdict(item_id: str, step: int, verdict: Verdict, cache_key: str | None) -> VerdictRecord:
+    """A verdict row, not yet in the session: `insert_verdicts` writes many in one statement."""
     record = VerdictRecord(
         id=new_id(),
         item_id=item_id,
@@ -145,12 +155,41 @@ def add_verdict(
         wall_s=verdict.cost.wall_s,
         cached=verdict.cached,
         cache_key=cache_key,
+        created_at=utcnow(),
     )
-    session.add(record)
+    _as_verdict[record] = verdict
     return record
 
 
+def insert_verdicts(session: Session, records: Sequence[VerdictRecord]) -> None:
+    """Write verdict rows made by `new_verdict` (one statement; their items are stored)."""
+    if records:
+        session.execute(insert(_table(VerdictRecord)), [_row(VerdictRecord, r) for r in records])
+
+
+def _table(model: type[Any]) -> Table:
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table
+
+
+def _row(model: type[Any], obj: Any) -> dict[str, Any]:
+    return {column.key: getattr(obj, column.key) for column in _table(model).columns}
+
+
+#: Rows already converted (or made from a verdict): reward composition and gates read each
+#: verdict several times per pass, and validating it anew each time was a third of their cost.
+_as_verdict: WeakKeyDictionary[VerdictRecord, Verdict] = WeakKeyDictionary()
+
+
 def to_verdict(record: VerdictRecord) -> Verdict:
+    found = _as_verdict.get(record)
+    if found is None:
+        found = _as_verdict[record] = _to_verdict(record)
+    return found
+
+
+def _to_verdict(record: VerdictRecord) -> Verdict:
     return Verdict.model_validate(
         {
             "status": record.status,
@@ -219,6 +258,20 @@ def charge(session: Session, **fields: Any) -> CostLedgerEntry:
     entry = CostLedgerEntry(**fields)
     session.add(entry)
     return entry
+
+
+def new_charge(**fields: Any) -> CostLedgerEntry:
+    """A ledger row that is final when made (a cache hit), not yet in the session:
+    `insert_charges` writes many in one statement."""
+    defaults = {"id": new_id(), "cpu_s": 0.0, "wall_s": 0.0, "created_at": utcnow()}
+    return CostLedgerEntry(**(defaults | fields))
+
+
+def insert_charges(session: Session, entries: Sequence[CostLedgerEntry]) -> None:
+    if entries:
+        session.execute(
+            insert(_table(CostLedgerEntry)), [_row(CostLedgerEntry, e) for e in entries]
+        )
 
 
 def ledger_entries(session: Session, item_ids: Sequence[str], step: int) -> list[CostLedgerEntry]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from sqlalchemy.orm import Session
 
@@ -22,7 +23,7 @@ from verifier_service.events import service as events
 from verifier_service.ladder import repository
 from verifier_service.ladder.budgets import BudgetBook
 from verifier_service.ladder.deferred import Closing, DeferredWork, handler_for
-from verifier_service.ladder.execute import TierRun, execute, keyed_candidate
+from verifier_service.ladder.execute import TierRun, candidate_of, execute, item_cache_key
 from verifier_service.ladder.gating import StepGates
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
 from verifier_service.ladder.results import Dispatch, LadderResult
@@ -53,7 +54,6 @@ class _Climb:
     item: Item
     tier: str
     key: str
-    candidate: Candidate
     audit: bool
 
 
@@ -83,6 +83,10 @@ class LadderPass:
         self._deferred: dict[tuple[str, str, int], list[Item]] = defaultdict(list)
         # While set: trajectories whose steps were revised, recomposed once at the end.
         self._held_parents: set[str] | None = None
+        # Rows that are final when made (verdicts, cache hits' ledger rows), written with one
+        # statement per table at the end of `advance` instead of one ORM object each.
+        self._new_verdicts: list[VerdictRecord] = []
+        self._new_charges: list[CostLedgerEntry] = []
 
     # ------------------------------------------------------------------ entry points
 
@@ -100,8 +104,19 @@ class LadderPass:
             for chunk in self._chunks(ids):
                 self.result.dispatches.append(Dispatch(tier, kind, step, chunk))
         self._dispatch.clear()
+        self._write()
         self._send_deferred()
         return self.result
+
+    def _write(self) -> None:
+        """Write the rows this pass made so far, its new items (and job) first: the rows, and
+        the events and outbox rows written after the pass, refer to them."""
+        if self.session.new:
+            self.session.flush()
+        verdicts, self._new_verdicts = self._new_verdicts, []
+        charges, self._new_charges = self._new_charges, []
+        repository.insert_verdicts(self.session, verdicts)
+        repository.insert_charges(self.session, charges)
 
     def _chunks(self, ids: Sequence[str]) -> Iterator[tuple[str, ...]]:
         """Items of one tier step in tasks of about even size, at most about `task_items` (the
@@ -221,7 +236,7 @@ class LadderPass:
         """A deferred tier's verdict for an item it held: store it (with its content key, so
         that a replay finds it) and move the item on."""
         step = self.doc.ladder_for(item.kind)[item.step]
-        key, _ = keyed_candidate(step.tier, dict(step.config), item)
+        key = item_cache_key(step.tier, dict(step.config), item)
         self.record(item, item.step, verdict, key)
         return self.advance([item])
 
@@ -230,7 +245,7 @@ class LadderPass:
         waiting (the job's deadline): stored, and the item's reward made anew from every
         verdict is its next revision (the steps after this one are not run: the job is over)."""
         step = self.doc.ladder_for(item.kind)[item.step]
-        key, _ = keyed_candidate(step.tier, dict(step.config), item)
+        key = item_cache_key(step.tier, dict(step.config), item)
         records = self._records(item)
         records.append(repository.add_verdict(self.session, item.id, item.step, verdict, key))
         observe.verdict(self.session, verdict)
@@ -266,8 +281,9 @@ class LadderPass:
 
     def record(self, item: Item, step: int, verdict: Verdict, key: str | None) -> None:
         """Store a tier's verdict for an item that was running (or answered by the cache)."""
-        records = self._records(item)
-        records.append(repository.add_verdict(self.session, item.id, step, verdict, key))
+        record = repository.new_verdict(item.id, step, verdict, key)
+        self._records(item).append(record)
+        self._new_verdicts.append(record)
         observe.verdict(self.session, verdict)
         move(item, ItemState.climbing, step=step + 1)
 
@@ -322,17 +338,21 @@ class LadderPass:
         if decision == Decision.stop:
             self._finish(item)
             return None
-        key, candidate = keyed_candidate(step.tier, dict(step.config), item)
-        return _Climb(item, step.tier, key, candidate, audit=decision == Decision.audit)
+        key = item_cache_key(step.tier, dict(step.config), item)
+        return _Climb(item, step.tier, key, audit=decision == Decision.audit)
 
     def _climb(self, climbs: Sequence[_Climb]) -> list[Item]:
         """Answer climbs from the cache (one query), else send them to their tier; the items
         the cache answered, to decide at their next step."""
         if not climbs:
             return []
-        hits = repository.cached_verdicts(self.session, {c.key for c in climbs})
+        # (Not flushing first: items this transaction made are written once, in their final
+        # state, at the end of the pass instead of inserted here and updated at commit.)
+        with self.session.no_autoflush:
+            hits = repository.cached_verdicts(self.session, {c.key for c in climbs})
         counted: Counter[str] = Counter()
         answered: list[Item] = []
+        stored = False
         for climb in climbs:
             item = climb.item
             hit = hits.get(climb.key)
@@ -342,6 +362,9 @@ class LadderPass:
                 self.record(item, item.step, hit.model_copy(update={"cached": True}), climb.key)
                 answered.append(item)
                 continue
+            if not stored:  # a tier call's ledger row is an ORM row: its item goes first
+                self.session.flush()
+                stored = True
             units = get_tier(climb.tier).cost_class
             over = self.budgets.over(climb.tier, units)
             if over is not None:
@@ -352,11 +375,12 @@ class LadderPass:
                 move(item, ItemState.deferred)
                 self._deferred[(climb.tier, item.kind, item.step)].append(item)
                 continue
-            self._sent[item.id] = (climb.key, climb.candidate)
+            self._sent[item.id] = (climb.key, candidate_of(item))
             move(item, ItemState.running)
             sent_now(item, self.now, first=True)
             self._dispatch[(climb.tier, item.kind, item.step)].append(item.id)
-        repository.count_cache_hits(self.session, counted)
+        with self.session.no_autoflush:
+            repository.count_cache_hits(self.session, counted)
         observe.cache_lookups(self.session, ((c.tier, c.key in hits) for c in climbs))
         return answered
 
@@ -408,8 +432,10 @@ class LadderPass:
     # ------------------------------------------------------------------ cost
 
     def _charge(self, item: Item, tier: str, units: float, *, cached: bool, audit: bool) -> None:
-        self._ledger[(item.id, item.step)] = repository.charge(
-            self.session,
+        # A cache hit's row is final now (no tier will fill in its cost): written in bulk.
+        # A tier call's is filled in when its verdict comes, so it stays an ORM object.
+        make = repository.new_charge if cached else partial(repository.charge, self.session)
+        self._ledger[(item.id, item.step)] = entry = make(
             job_id=self.job.id,
             item_id=item.id,
             step=item.step,
@@ -421,6 +447,8 @@ class LadderPass:
             cached=cached,
             audit=audit,
         )
+        if cached:
+            self._new_charges.append(entry)
         self.budgets.charged(tier, units)
 
     # ------------------------------------------------------------------ rewards

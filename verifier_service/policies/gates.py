@@ -305,13 +305,15 @@ class CompiledExpr:
     variables: frozenset[str]
     tiers: frozenset[str] | None
     uses_functions: bool
-
-    @property
-    def named_tiers(self) -> frozenset[str]:
-        """Tiers the expression names literally (``verdicts['x']``, ``'x' in verdicts``)."""
-        return referenced_tiers(self.source)[0]
+    #: Tiers the expression names literally (``verdicts['x']``, ``'x' in verdicts``).
+    named_tiers: frozenset[str] = frozenset()
+    #: The value of an expression that reads no variable (``true``), found once at compile
+    #: time: a ladder's default gate costs no CEL environment per item.
+    constant: tuple[Any] | None = None
 
     def _run(self, ctx: GateContext) -> Any:
+        if self.constant is not None:
+            return self.constant[0]
         env = ctx.cel_env(self.variables, self.tiers, self.uses_functions)
         try:
             return self.program.execute(env)
@@ -373,6 +375,12 @@ def _compile_cached(expr: str, expect: ExpectKind) -> CompiledExpr:
             expression=expr,
         )
     tiers, all_literal = referenced_tiers(expr)
+    constant: tuple[Any] | None = None
+    if not names and not functions:
+        try:
+            constant = (program.execute(cel.Context(variables={})),)
+        except Exception:  # an error it raises each time it runs: left to run time, with context
+            constant = None
     return CompiledExpr(
         source=expr,
         expect=expect,
@@ -380,6 +388,8 @@ def _compile_cached(expr: str, expect: ExpectKind) -> CompiledExpr:
         variables=frozenset(names),
         tiers=tiers if all_literal else None,
         uses_functions=bool(functions & set(_FUNCTIONS)),
+        named_tiers=tiers,
+        constant=constant,
     )
 
 

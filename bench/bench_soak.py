@@ -1,0 +1,165 @@
+"""Soak: GRPO-shaped load for a fixed time, and how each service process's memory moves.
+
+Trainers send batches (the mix of bench_load.py: molecules, a share of them repeated, and JSON
+tool calls) back to back for `--duration` seconds. Every `--every` seconds the RSS of each
+process of the service (API, worker processes, dev's children) is sampled. The report gives,
+per process: RSS after the warm-up (the first `--warmup` share of the run), at the end, the
+peak, and the growth from warm-up to end (MB and MB per minute). Pool/cache fill-up happens in
+the warm-up; what grows after it, under steady load, is a leak.
+
+    .venv/bin/python bench/bench_soak.py                       # 10 minutes, embedded default
+    .venv/bin/python bench/bench_soak.py --duration 30         # the short form
+    .venv/bin/python bench/bench_soak.py --layout postgres --json soak.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_load import Tally, embedded, make_batch, nci, postgres, trainer
+
+
+class RssSamples:
+    """RSS of every process under the roots, sampled every `every` seconds, by process."""
+
+    def __init__(self, roots: list[Any], every: float) -> None:
+        self.roots = [psutil.Process(r.pid) for r in roots]
+        self.every = every
+        self.samples: dict[str, list[tuple[float, int]]] = defaultdict(list)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.started = time.monotonic()
+
+    def _label(self, process: psutil.Process) -> str:
+        try:
+            cmd = " ".join(process.cmdline())
+        except psutil.Error:
+            return f"pid {process.pid}"
+        for word in ("celery", "worker", "uvicorn", "api", "dev", "redis"):
+            if word in cmd:
+                return f"{word} (pid {process.pid})"
+        return f"pid {process.pid}"
+
+    def _run(self) -> None:
+        while True:
+            now = time.monotonic() - self.started
+            for root in self.roots:
+                try:
+                    tree = [root, *root.children(recursive=True)]
+                except psutil.Error:
+                    continue
+                for process in tree:
+                    try:
+                        self.samples[self._label(process)].append((now, process.memory_info().rss))
+                    except psutil.Error:
+                        continue
+            if self._stop.wait(self.every):
+                return
+
+    def __enter__(self) -> RssSamples:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+async def soak(url: str, headers: dict[str, str], args: argparse.Namespace, tally: Tally) -> None:
+    rng = random.Random(args.seed)
+    molecules = nci()
+    rng.shuffle(molecules)
+    repeats, fresh = molecules[:100], molecules[100:]
+    stop_at = time.monotonic() + args.duration
+
+    async def one(client: httpx.AsyncClient) -> None:
+        while time.monotonic() < stop_at:
+            if len(fresh) < args.max_batch:  # the pool ran out: the same molecules again
+                fresh.extend(molecules[100:])
+                rng.shuffle(fresh)
+            size = rng.randint(args.min_batch, args.max_batch)
+            await trainer(client, [make_batch(rng, fresh, repeats, size, tally)], tally)
+
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as client:
+        await asyncio.gather(*(one(client) for _ in range(args.trainers)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--layout", choices=["embedded", "postgres"], default="embedded")
+    parser.add_argument("--duration", type=float, default=600.0, help="seconds of load")
+    parser.add_argument("--warmup", type=float, default=0.2, help="share of the run")
+    parser.add_argument("--every", type=float, default=2.0, help="RSS sample period, seconds")
+    parser.add_argument("--trainers", type=int, default=4)
+    parser.add_argument("--min-batch", type=int, default=16)
+    parser.add_argument("--max-batch", type=int, default=256)
+    parser.add_argument("--worker-concurrency", type=int, default=2, help="postgres layout")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+
+    tally = Tally()
+    load_before = os.getloadavg()
+    layout = embedded() if args.layout == "embedded" else postgres(args.worker_concurrency)
+    with layout as service, RssSamples(service.roots, args.every) as rss:
+        started = time.perf_counter()
+        asyncio.run(soak(service.url, service.headers, args, tally))
+        elapsed = time.perf_counter() - started
+    load = tuple(round((a + b) / 2, 2) for a, b in zip(load_before, os.getloadavg(), strict=True))
+    warm_at = args.warmup * args.duration
+    processes: dict[str, dict[str, float]] = {}
+    for label, points in sorted(rss.samples.items()):
+        after = [p for p in points if p[0] >= warm_at]
+        if len(after) < 2:
+            continue
+        (t0, first), (t1, last) = after[0], after[-1]
+        growth = (last - first) / 2**20
+        processes[label] = {
+            "rss_after_warmup_mb": round(first / 2**20, 1),
+            "rss_end_mb": round(last / 2**20, 1),
+            "peak_mb": round(max(r for _, r in points) / 2**20, 1),
+            "growth_mb": round(growth, 1),
+            "growth_mb_per_min": round(growth / max(t1 - t0, 1e-9) * 60, 2),
+        }
+    figures: dict[str, Any] = {
+        "layout": args.layout,
+        "duration_s": round(elapsed, 1),
+        "load_average": load,
+        "items": tally.items,
+        "items_per_s": round(tally.items / elapsed, 1),
+        "errors": len(tally.errors),
+        "processes": processes,
+    }
+    print(f"layout {args.layout}, {elapsed:.0f} s, {args.trainers} trainers, load {load}")
+    print(f"items {tally.items} ({figures['items_per_s']}/s), errors {len(tally.errors)}")
+    print(f"{'process':24}{'after warm-up':>15}{'end':>10}{'peak':>10}{'growth':>10}{'MB/min':>10}")
+    for label, row in processes.items():
+        print(
+            f"{label:24}{row['rss_after_warmup_mb']:>15}{row['rss_end_mb']:>10}"
+            f"{row['peak_mb']:>10}{row['growth_mb']:>10}{row['growth_mb_per_min']:>10}"
+        )
+    for line in tally.errors[:5]:
+        print(f"  {line}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    if tally.errors:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
