@@ -14,6 +14,7 @@ execs/s per language and task, the ratio to Python's, the compile share, and eac
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -97,6 +98,7 @@ def main() -> None:
         names.insert(0, "python")
     tier = SandboxTier(settings)
     client = make_client(settings)
+    load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
     try:
         for name in names:
@@ -135,7 +137,14 @@ def main() -> None:
         shutdown_language_pools()
         shutdown_pool()
     base = rows[0]
+    load_after = os.getloadavg()
     print(f"concurrency {args.concurrency}, {args.runs} programs per language and task")
+    print(
+        "load average (1, 5, 15 min) before "
+        + ", ".join(f"{x:.1f}" for x in load_before)
+        + "; after "
+        + ", ".join(f"{x:.1f}" for x in load_after)
+    )
     print(
         f"{'language':<11}{'hello/s':>9}{'x python':>9}{'sum/s':>8}{'x python':>9}"
         f"{'compile s':>10}{'compile share':>14}{'image MB':>10}"
