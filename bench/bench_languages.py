@@ -5,7 +5,8 @@ For each language (default: those whose image is built): `--runs` programs throu
 hello world judged by one stdin/stdout case, then the same for a small stdin/stdout task (sum
 of the numbers read, three cases); `--concurrency` at a time. Then one `/run_code` per language
 (the service function, no HTTP) for the compile time: its share of that run's wall time. Prints
-execs/s per language and task, the ratio to Python's, the compile share, and each image's size.
+execs/s per language and task, the ratio to Python's, the compile share, each image's size,
+and the load average before and after (figures from a loaded machine mean little without it).
 
     .venv/bin/python bench/bench_languages.py                       # ~1-2 min on 2 idle cores
     .venv/bin/python bench/bench_languages.py --languages python,cpp --runs 20
