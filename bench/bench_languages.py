@@ -5,7 +5,8 @@ For each language (default: those whose image is built): `--runs` programs throu
 hello world judged by one stdin/stdout case, then the same for a small stdin/stdout task (sum
 of the numbers read, three cases); `--concurrency` at a time. Then one `/run_code` per language
 (the service function, no HTTP) for the compile time: its share of that run's wall time. Prints
-execs/s per language and task, the ratio to Python's, the compile share, and each image's size.
+execs/s per language and task, the ratio to Python's, the compile share, each image's size,
+and the load average before and after (figures from a loaded machine mean little without it).
 
     .venv/bin/python bench/bench_languages.py                       # ~1-2 min on 2 idle cores
     .venv/bin/python bench/bench_languages.py --languages python,cpp --runs 20
@@ -14,6 +15,7 @@ execs/s per language and task, the ratio to Python's, the compile share, and eac
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -97,6 +99,7 @@ def main() -> None:
         names.insert(0, "python")
     tier = SandboxTier(settings)
     client = make_client(settings)
+    load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
     try:
         for name in names:
@@ -135,7 +138,14 @@ def main() -> None:
         shutdown_language_pools()
         shutdown_pool()
     base = rows[0]
+    load_after = os.getloadavg()
     print(f"concurrency {args.concurrency}, {args.runs} programs per language and task")
+    print(
+        "load average (1, 5, 15 min) before "
+        + ", ".join(f"{x:.1f}" for x in load_before)
+        + "; after "
+        + ", ".join(f"{x:.1f}" for x in load_after)
+    )
     print(
         f"{'language':<11}{'hello/s':>9}{'x python':>9}{'sum/s':>8}{'x python':>9}"
         f"{'compile s':>10}{'compile share':>14}{'image MB':>10}"

@@ -130,13 +130,78 @@ GO = Programs(
     'keep = append(keep, b) }\nfmt.Println("survived", len(keep)) }\n',
     add="package main\nfunc add(a, b int) int { return a + b }\n",
     add_wrong="package main\nfunc add(a, b int) int { return a - b }\n",
-    add_tests="func main() { if add(1, 2) != 3 || add(-1, 1) != 0 { panic(\"add\") } }\n",
-    fork_bomb=None,
+    add_tests='func main() { if add(1, 2) != 3 || add(-1, 1) != 0 { panic("add") } }\n',
+    # Go has no fork(): each copy starts copies of itself (and each has a few OS threads).
+    fork_bomb='package main\nimport "os/exec"\nfunc main() { for { '
+    'exec.Command("/proc/self/exe").Start() } }\n',
     network='package main\nimport ("fmt"; "net"; "time")\nfunc main() { '
     'if _, err := net.DialTimeout("tcp", "1.1.1.1:80", time.Second); err == nil '
     '{ fmt.Println("connected") } else { fmt.Println("blocked") } }\n',
 )
 
-ALL = {p.language: p for p in (C, CPP, NODE, BASH, GO)}
-#: Programs not yet in ALL (their image is not built by .ci/test); move one into ALL to test it.
-EXTRA: dict[str, Programs] = {}
+_RUST_SUM = (
+    "use std::io::Read;\nfn main() { let mut s = String::new(); "
+    "std::io::stdin().read_to_string(&mut s).unwrap();\n"
+    "let v: Vec<i64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();\n"
+    'println!("{}", v[0] %s v[1]); }\n'
+)
+
+RUST = Programs(
+    language="rust",
+    sdk_name="rust",
+    sum=_RUST_SUM % "+",
+    wrong=_RUST_SUM % "-",
+    compile_error='fn main() { let x: i32 = "one"; }\n',  # mismatched types
+    # A volatile read each turn: the optimiser may not drop the loop.
+    timeout="fn main() { let mut i: u64 = 0; loop { "
+    "i = unsafe { std::ptr::read_volatile(&i) }.wrapping_add(1); } }\n",
+    hog="fn main() { let mut keep = Vec::new(); for _ in 0..64 { keep.push(vec![1u8; 64 << 20]); }"
+    ' println!("survived {}", keep.len()); }\n',
+    add="fn add(a: i32, b: i32) -> i32 { a + b }\n",
+    add_wrong="fn add(a: i32, b: i32) -> i32 { a - b }\n",
+    add_tests="fn main() { assert_eq!(add(1, 2), 3); assert_eq!(add(-1, 1), 0); }\n",
+    # libc's fork (Rust's std links libc but has no fork of its own).
+    fork_bomb='extern "C" { fn fork() -> i32; }\nfn main() { loop { unsafe { fork(); } } }\n',
+    network="use std::net::{SocketAddr, TcpStream};\nuse std::time::Duration;\nfn main() {\n"
+    '    let addr: SocketAddr = "1.1.1.1:80".parse().unwrap();\n'
+    "    let ok = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok();\n"
+    '    println!("{}", if ok { "connected" } else { "blocked" });\n}\n',
+)
+
+_JAVA_SUM = (
+    "import java.util.Scanner;\npublic class Main { public static void main(String[] args) {\n"
+    "  Scanner in = new Scanner(System.in); long a = in.nextLong(), b = in.nextLong();\n"
+    "  System.out.println(a %s b); } }\n"
+)
+
+JAVA = Programs(
+    language="java",
+    sdk_name="java",
+    sum=_JAVA_SUM % "+",
+    wrong=_JAVA_SUM % "-",
+    compile_error="public class Main {\n"
+    "  public static void main(String[] args) { int x = 1.5; } }\n",  # possible lossy conversion
+    timeout="public class Main { public static void main(String[] args) { long i = 0; "
+    "while (true) i++; } }\n",
+    hog="import java.util.*;\npublic class Main { public static void main(String[] args) {\n"
+    "  List<byte[]> keep = new ArrayList<>();\n"
+    "  for (int i = 0; i < 64; i++) { byte[] b = new byte[64 << 20]; Arrays.fill(b, (byte) 1); "
+    "keep.add(b); }\n"
+    '  System.out.println("survived " + keep.size()); } }\n',
+    # MultiPL-E's shape: the candidate's class, then a main that asserts (java -ea).
+    add="class Solution { static int add(int a, int b) { return a + b; } }\n",
+    add_wrong="class Solution { static int add(int a, int b) { return a - b; } }\n",
+    add_tests="public class Main { public static void main(String[] args) {\n"
+    "  assert Solution.add(1, 2) == 3; assert Solution.add(-1, 1) == 0; } }\n",
+    # No fork() in Java: each JVM starts JVMs (and has a dozen threads of its own).
+    fork_bomb="public class Main { public static void main(String[] args) { while (true) {\n"
+    '  try { new ProcessBuilder("java", "-cp", ".", "Main").start(); } catch (Exception e) { }\n'
+    "} } }\n",
+    network="import java.net.*;\npublic class Main { public static void main(String[] args) {\n"
+    '  try (Socket s = new Socket()) { s.connect(new InetSocketAddress("1.1.1.1", 80), 1000);\n'
+    '    System.out.println("connected");\n'
+    '  } catch (Exception e) { System.out.println("blocked"); }\n'
+    "} }\n",
+)
+
+ALL = {p.language: p for p in (C, CPP, NODE, BASH, GO, RUST, JAVA)}

@@ -4,7 +4,8 @@ Every language runs under the same judge/candidate split as Python: the judge (t
 PID 1) forks the candidate's process under the sandbox uid, which writes the source, compiles it
 (its own time limit; the container's memory limit is at least the language's compile memory)
 and runs the program (the run's time limit; native programs also get the run's memory limit as
-an address-space limit). A compile error is the candidate's failure, with the compiler's output.
+an address-space limit, a JVM a heap that fits in it). A compile error is the candidate's
+failure, with the compiler's output.
 
 Each image family is one image built offline from Debian packages (`verifier-service sandbox
 build-image --language X`); its tag carries a hash of what went into it (packages, suite, the
@@ -34,7 +35,8 @@ FAMILY_PACKAGES: dict[str, tuple[str, ...]] = {
     "gcc": ("gcc", "g++", "libc6-dev"),
     "node": ("nodejs", "node-typescript"),
     "go": ("golang-go",),
-    "rust": ("rustc",),
+    # libc6-dev by name: rustc needs "libc-dev", a virtual package debootstrap cannot resolve.
+    "rust": ("rustc", "libc6-dev"),
     "java": ("default-jdk-headless",),
 }
 
@@ -55,10 +57,20 @@ class Language:
     #: reserves far more address space than it uses, so those rely on the container's limit).
     address_space_limit: bool = False
     env: dict[str, str] = field(default_factory=dict)
+    #: JVM languages: the run command's HEAP_MB is the heap the run's memory limit leaves after
+    #: the JVM's own memory (jvm_heap_mb).
+    jvm: bool = False
 
     @property
     def compiled(self) -> bool:
         return self.compile is not None
+
+    def run_command(self, run_memory_mb: int) -> list[str]:
+        """The run command for a run with this memory limit (the JVM's heap follows it)."""
+        if not self.jvm:
+            return list(self.run)
+        heap = str(jvm_heap_mb(run_memory_mb))
+        return [arg.replace(HEAP_MB, heap) for arg in self.run]
 
     def harness_spec(self, compile_timeout_s: float, run_memory_mb: int) -> dict[str, Any]:
         """What the candidate's process needs to build and run a program of this language."""
@@ -66,7 +78,7 @@ class Language:
             "name": self.name,
             "source": self.source,
             "compile": list(self.compile) if self.compile else None,
-            "run": list(self.run),
+            "run": self.run_command(run_memory_mb),
             "compile_timeout_s": compile_timeout_s,
             "rlimit_as_mb": run_memory_mb if self.address_space_limit else None,
             "env": dict(self.env),
@@ -83,6 +95,20 @@ def _cpp(std: str, name: str, *aliases: str) -> Language:
         aliases=aliases,
         address_space_limit=True,
     )
+
+
+#: Placeholder in a JVM language's run command for the heap size in MB.
+HEAP_MB = "{heap_mb}"
+#: What a JVM needs besides its heap: measured in the Java image, a small program's JVM has
+#: 24 MB committed outside its heap (Native Memory Tracking: class metadata, code cache, thread
+#: stacks, GC tables, the CDS archive) and 36 MB resident with a 64 MB heap.
+JVM_OVERHEAD_MB = 64
+JVM_MIN_HEAP_MB = 32
+
+
+def jvm_heap_mb(run_memory_mb: int) -> int:
+    """The JVM's -Xmx for a run's memory limit: the limit less the JVM's own needs."""
+    return max(JVM_MIN_HEAP_MB, run_memory_mb - JVM_OVERHEAD_MB)
 
 
 _GO_ENV = {
@@ -183,9 +209,21 @@ LANGUAGES: tuple[Language, ...] = (
             "UTF-8",
             "Main.java",
         ),
-        run=("java", "-XX:+UseSerialGC", "-Xss64m", "-cp", ".", "Main"),
+        # -ea: an assert-style main's `assert` statements run (the JVM skips them otherwise).
+        run=(
+            "java",
+            f"-Xmx{HEAP_MB}m",
+            "-XX:MaxMetaspaceSize=64m",
+            "-XX:+UseSerialGC",
+            "-Xss64m",
+            "-ea",
+            "-cp",
+            ".",
+            "Main",
+        ),
         compile_timeout_s=20.0,
         compile_memory_mb=768,
+        jvm=True,
     ),
 )
 

@@ -22,7 +22,7 @@ from tiers.code.sandbox_languages import language_built, shutdown_language_pools
 from tiers.code.settings import SandboxSettings
 
 CASES = [{"stdin": "1 2\n", "stdout": "3\n"}, {"stdin": "40 2\n", "stdout": "42\n"}]
-COMPILED = {"c", "cpp"}
+COMPILED = sorted(lang for lang in ALL if get_language(lang).compiled)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,14 @@ def judge(tier: SandboxTier, programs: Programs, code: str, **payload: Any) -> V
             f"`verifier-service sandbox build-image --language {programs.language}`",
             pytrace=False,
         )
-    body: dict[str, Any] = {"language": programs.language, "code": code, **payload}
+    # rustc and javac at load average 10+ on 2 cores can take longer than their default
+    # compile limit (20 s); the compile limit is not what these tests are about.
+    body: dict[str, Any] = {
+        "language": programs.language,
+        "code": code,
+        "compile_timeout_s": 60.0,
+        **payload,
+    }
     if "tests" not in body:
         body.setdefault("cases", CASES)
     return tier.verify_batch([Candidate(kind="code", payload=body)], {})[0]
@@ -73,7 +80,7 @@ def test_program_that_does_not_compile_is_a_scored_failure(tier: SandboxTier, la
     if lang in COMPILED:
         assert verdict.reason == "compile_error", verdict.feedback
         assert "error" in verdict.feedback  # the compiler's own message
-        assert "main." in verdict.feedback  # ... naming the source file
+        assert get_language(lang).source in verdict.feedback  # ... naming the source file
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -103,7 +110,7 @@ def test_assert_style_main_decides_the_score(tier: SandboxTier, lang: str) -> No
     assert bad.score == 0.0
 
 
-@pytest.mark.parametrize("lang", sorted(COMPILED))
+@pytest.mark.parametrize("lang", COMPILED)
 def test_fork_bomb_is_stopped_by_the_process_limit(tier: SandboxTier, lang: str) -> None:
     bomb = ALL[lang].fork_bomb
     assert bomb is not None
