@@ -19,19 +19,6 @@ from typing import Any
 import pytest
 from support import Service, free_port, wait_ready
 
-SDK = "sandbox-fusion==0.3.7"
-
-
-@pytest.fixture(scope="module")
-def sdk_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("sandbox-fusion-sdk")
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--target", str(target), SDK],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    return target
-
 
 @pytest.fixture(scope="module")
 def api_service(live_service: Service) -> Iterator[Service]:

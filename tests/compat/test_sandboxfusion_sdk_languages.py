@@ -18,19 +18,7 @@ from support import Service, free_port, wait_ready
 
 from tiers.code.languages import get_language
 
-SDK = "sandbox-fusion==0.3.7"
 SDK_LANGS = sorted(p.language for p in ALL.values() if p.sdk_name)
-
-
-@pytest.fixture(scope="module")
-def sdk_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("sandbox-fusion-sdk")
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--target", str(target), SDK],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    return target
 
 
 @pytest.fixture(scope="module")
