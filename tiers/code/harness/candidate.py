@@ -26,8 +26,10 @@ WORK = "/work"
 # compiled.py's text, filled in by tiers.code.harness.harness_program: run only for a job that
 # names another language than Python (its "lang"), see _language_program.
 COMPILED_HARNESS = ""
-_req = os.fdopen(3, "rb", buffering=0)
-_resp = os.fdopen(4, "wb", buffering=0)
+# fd 3 (requests from the judge) and fd 4 (answers), opened by main: this text is also run in
+# the zygote (zygote.py), where fd 3 is the zygote's own control socket.
+_req: Any = None
+_resp: Any = None
 _handles: dict[int, Any] = {}
 _signals: set[str] = set()
 _PLAIN_BASES = (bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset)
@@ -407,6 +409,9 @@ def _limit_cpu(job: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    global _req, _resp
+    _req = os.fdopen(3, "rb", buffering=0)
+    _resp = os.fdopen(4, "wb", buffering=0)
     job = _recv()
     _limit_cpu(job)
     os.makedirs(WORK + "/.tmp", exist_ok=True)
@@ -446,4 +451,5 @@ def main() -> None:
         _send(answer)
 
 
-main()
+if __name__ == "__main__":  # started as a program; in the zygote, a copy of it calls main
+    main()

@@ -57,6 +57,9 @@ JUDGE_RPC = ""
 SCRIPT_HARNESS = ""
 PYTEST_HARNESS = ""
 IO_HARNESS = ""
+# spawn.py: starting candidates' processes (from the zygote, zygote.py) and ending them.
+SPAWN = ""
+ZYGOTE_PROGRAM = ""
 
 
 def _cgroup_counter(paths_and_keys: list[tuple[str, str]]) -> int:
@@ -106,13 +109,26 @@ def _live_processes() -> dict[int, str]:
     return found
 
 
+_spawn: dict[str, Any] = {}
+
+
+def _start_spawner() -> None:
+    """spawn.py's functions in a namespace of their own; the zygote started if it can be."""
+    names = ("CANDIDATE_STUB", "ZYGOTE_PROGRAM", "WORK", "CANDIDATE_UID", "CANDIDATE_ENV")
+    _spawn.update({name: globals()[name] for name in names}, __name__="__spawn__")
+    exec(compile(SPAWN, "<spawn>", "exec"), _spawn)
+    _spawn["start_zygote"]()
+
+
+def _start_candidate_process() -> tuple[int, int, int, int, int, int, int]:
+    """The next candidate's process (spawn.py), made before its spec is read."""
+    started: tuple[int, int, int, int, int, int, int] = _spawn["start_candidate"]()
+    return started
+
+
 def _kill_all_but_init() -> None:
-    """SIGKILL every process we may signal except ourselves and PID 1 (the container's init)."""
-    for _ in range(3):
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            return
+    """SIGKILL every process but ourselves (PID 1) and the zygote (spawn.py)."""
+    _spawn["kill_all_but_judge"]()
 
 
 def _prctl_not_dumpable() -> None:
@@ -123,53 +139,6 @@ def _prctl_not_dumpable() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
     except (ImportError, OSError, AttributeError):
         pass
-
-
-def _high_dup(fd: int) -> int:
-    return int(__import__("fcntl").fcntl(fd, 1030, 100))  # F_DUPFD_CLOEXEC above 100
-
-
-def _start_candidate_process() -> tuple[int, int, int, int, int, int, int]:
-    """Fork the candidate's process before any spec is read, so its memory never held a test.
-
-    It drops to CANDIDATE_UID, keeps only its stdout/stderr pipes and fds 3 (requests) and 4
-    (answers), and execs a fresh interpreter running CANDIDATE_STUB. Returns (pid, req_w,
-    resp_r, out_r, err_r, out_w, err_w); the judge keeps out_w/err_w for the test runner.
-    """
-    req_r, req_w = os.pipe()
-    resp_r, resp_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    for fd in (req_w, resp_r, out_r, err_r, out_w, err_w):
-        os.set_inheritable(fd, False)
-    pid = os.fork()
-    if pid:
-        os.close(req_r)
-        os.close(resp_w)
-        return pid, req_w, resp_r, out_r, err_r, out_w, err_w
-    try:
-        os.setsid()
-        keep = [_high_dup(fd) for fd in (req_r, resp_w, out_w, err_w)]
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        for target, fd in zip((3, 4, 1, 2), keep, strict=True):
-            os.dup2(fd, target)
-        os.closerange(5, 4096)
-        try:
-            with open("/proc/self/oom_score_adj", "w") as fh:
-                fh.write("1000")  # the candidate, not the judge, is what the kernel should pick
-        except OSError:
-            pass
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if os.getuid() == 0:
-            os.setgroups([])
-            os.setresgid(CANDIDATE_UID, CANDIDATE_UID, CANDIDATE_UID)
-            os.setresuid(CANDIDATE_UID, CANDIDATE_UID, CANDIDATE_UID)
-        os.chdir(WORK)
-        env = dict(CANDIDATE_ENV)
-        os.execve(sys.executable, [sys.executable, "-I", "-u", "-B", "-c", CANDIDATE_STUB], env)
-    finally:
-        os._exit(126)
 
 
 def _start_test_runner(
@@ -325,7 +294,8 @@ def _watch(
     strays = {
         other: comm
         for other, comm in _live_processes().items()
-        if other not in (1, me, main_pid, CANDIDATE_PID) and other not in BASELINE_PIDS
+        if other not in (1, me, main_pid, CANDIDATE_PID, _spawn["zygote_pid"]())
+        and other not in BASELINE_PIDS
     }
     candidate_status = _status_now(CANDIDATE_PID) if main_pid != CANDIDATE_PID else None
     _kill_all_but_init()
@@ -495,6 +465,8 @@ def serve() -> None:
     sure of."""
     global CANDIDATE_PID, REQ_W, RESP_R, OUT_R, ERR_R, OUT_W, ERR_W
     scope: dict[str, Any] = {"__name__": "__serve__", "_live_processes": _live_processes}
+    scope.update(_kill_all_but_judge=_kill_all_but_init, _spared=_spawn["spared"])
+    _spawn["preload"]()
     exec(_compiled(SERVE_LOOP, "<serve>"), scope)
     while True:
         spec = scope["read_frame"](_read_exact_stdin)
@@ -521,6 +493,7 @@ def _judge_spec(spec: dict[str, Any]) -> None:
 
 if __name__ == "__main__":
     _prctl_not_dumpable()
+    _start_spawner()
     CANDIDATE_PID, REQ_W, RESP_R, OUT_R, ERR_R, OUT_W, ERR_W = _start_candidate_process()
     if sys.argv[1:]:
         _judge_spec(json_loads("".join(sys.argv[1:])))
