@@ -21,6 +21,7 @@ _EMBEDDED = {
     'SERVE_LOOP = ""': "serve.py",
     'SPAWN = ""': "spawn.py",
     'ZYGOTE_PROGRAM = ""': "zygote.py",
+    'WATCH = ""': "watch.py",
 }
 
 

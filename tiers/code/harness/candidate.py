@@ -1,7 +1,9 @@
 """The candidate's side of the sandbox: runs under its own uid, holds no test and no result.
 
 The judge (the runner, the container's PID 1) starts this program under the candidate's uid
-before it has read any spec, with fd 3 carrying requests from the judge and fd 4 answers to it.
+before it has read any spec, with fd 3 carrying requests from the judge and fd 4 answers to it:
+as a fork of the zygote (zygote.py), which defined it and calls main in the fork, or else as a
+fresh interpreter (`python3 -c`, which runs main below).
 It takes one job: writes the candidate's files, runs the payload's setup, then either runs
 solution.py as a program (mode "run") or loads it as the module `solution` and answers calls from
 the judge's test runner: every value it hands back is plain data (JSON with a few tags), or a

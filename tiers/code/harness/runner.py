@@ -2,8 +2,9 @@
 
 The pool starts each container with this file's text (the programs it runs filled in, see
 CANDIDATE_STUB below) as `python3 -I -c`, as root with only the SETUID, SETGID and KILL
-capabilities, as the container's PID 1. Before it reads anything it makes itself non-dumpable
-and forks the candidate's process, which drops to CANDIDATE_UID and waits for its job; then it
+capabilities, as the container's PID 1. Before it reads anything it makes itself non-dumpable,
+starts the zygote (zygote.py: a clean interpreter that only forks candidates' processes) and
+has it fork the candidate's process, which drops to CANDIDATE_UID and waits for its job; then it
 reads one JSON spec on stdin (or, for a one-off `docker run`, the spec as the remaining
 arguments). For tests it forks a test runner under its own uid that holds the tests, calls the
 candidate's functions through a pipe that carries only plain data, compares the values itself
@@ -19,9 +20,7 @@ import errno
 import json
 import os
 import resource
-import select
 import sys
-import time
 
 # `signal` would pull in enum; the C module is enough. json is imported once per container
 # (the test runner, forked from here, needs it anyway).
@@ -60,6 +59,7 @@ IO_HARNESS = ""
 # spawn.py: starting candidates' processes (from the zygote, zygote.py) and ending them.
 SPAWN = ""
 ZYGOTE_PROGRAM = ""
+WATCH = ""  # watch.py: the wait for one candidate's run
 
 
 def _cgroup_counter(paths_and_keys: list[tuple[str, str]]) -> int:
@@ -207,6 +207,7 @@ def _preload() -> None:
     _compiled(JUDGE_RPC, "<judge_rpc>")
     _compiled(SCRIPT_HARNESS, "<test_runner>")
     _compiled(IO_HARNESS, "<test_runner>")
+    _compiled(WATCH, "<watch>")
 
 
 def _send_job(fd: int, job: dict[str, Any]) -> None:
@@ -214,153 +215,27 @@ def _send_job(fd: int, job: dict[str, Any]) -> None:
     os.write(fd, len(data).to_bytes(4, "big") + data)
 
 
+_watcher: dict[str, Any] = {}
+
+
 def _watch(
-    main_pid: int,
-    streams: dict[int, str],
-    timeout_s: float,
-    cap: int,
-    limit: int,
+    main_pid: int, streams: dict[int, str], timeout_s: float, cap: int, limit: int
 ) -> dict[str, Any]:
-    """Wait for `main_pid` within `timeout_s`, reading `streams` with caps; then kill the rest."""
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    os.set_blocking(wake_r, False)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    old_wakeup = signal.set_wakeup_fd(wake_w)
-    started = time.monotonic()
-    status: int | None = None
-
-    def poll() -> int | None:
-        nonlocal status
-        if status is None:
-            done, raw = os.waitpid(main_pid, os.WNOHANG)
-            if done:
-                status = os.waitstatus_to_exitcode(raw)
-        return status
-
-    poller = select.poll()
-    for fd in streams:
-        os.set_blocking(fd, False)
-        poller.register(fd, select.POLLIN)
-    poller.register(wake_r, select.POLLIN)
-    kept = {name: bytearray() for name in streams.values()}
-    totals = dict.fromkeys(streams.values(), 0)
-    timed_out = output_exceeded = False
-    deadline = started + timeout_s
-    open_fds = set(streams)
-
-    def pump(fd: int) -> None:
-        nonlocal output_exceeded
-        name = streams[fd]
-        while True:
-            try:
-                data = os.read(fd, 65536)
-            except BlockingIOError:
-                return
-            except OSError:
-                data = b""
-            if not data:
-                poller.unregister(fd)
-                open_fds.discard(fd)
-                return
-            totals[name] += len(data)
-            room = (cap if name in ("stdout", "stderr") else MAX_EVENT_BYTES) - len(kept[name])
-            if room > 0:
-                kept[name] += data[:room]
-            if totals["stdout"] + totals["stderr"] > limit:
-                output_exceeded = True
-                return
-
-    while not output_exceeded:
-        if poll() is not None:
-            break
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            timed_out = True
-            break
-        for fd, _ in poller.poll(remaining * 1000):
-            if fd == wake_r:
-                try:
-                    os.read(wake_r, 4096)
-                except BlockingIOError:
-                    pass
-            elif fd in open_fds:
-                pump(fd)
-    elapsed = time.monotonic() - started
-    for fd in list(open_fds):
-        if not output_exceeded:
-            pump(fd)
-    me = os.getpid()
-    strays = {
-        other: comm
-        for other, comm in _live_processes().items()
-        if other not in (1, me, main_pid, CANDIDATE_PID, _spawn["zygote_pid"]())
-        and other not in BASELINE_PIDS
-    }
-    candidate_status = _status_now(CANDIDATE_PID) if main_pid != CANDIDATE_PID else None
-    _kill_all_but_init()
-    if main_pid != CANDIDATE_PID and candidate_status is None:
-        try:
-            os.waitpid(CANDIDATE_PID, 0)  # reaped, so its CPU counts in the report's cpu_s
-        except ChildProcessError:
-            pass
-    if poll() is None:
-        _, raw = os.waitpid(main_pid, 0)
-        status = os.waitstatus_to_exitcode(raw)
-    drain_deadline = time.monotonic() + 0.5
-    while open_fds and not output_exceeded and time.monotonic() < drain_deadline:
-        for fd, _ in poller.poll(50):
-            if fd in open_fds:
-                pump(fd)
-    signal.set_wakeup_fd(old_wakeup)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    for fd in (*streams, wake_r, wake_w):
-        os.close(fd)
-    code = status
-    return {
-        "exit_code": code if code is not None and code >= 0 else None,
-        "signal": -code if code is not None and code < 0 else None,
-        "candidate_signal": -candidate_status
-        if candidate_status and candidate_status < 0
-        else None,
-        "timed_out": timed_out,
-        "output_exceeded": output_exceeded,
-        "duration_s": round(elapsed, 4),
-        "stdout": _decode(bytes(kept["stdout"]), totals["stdout"], cap),
-        "stderr": _decode(bytes(kept["stderr"]), totals["stderr"], cap),
-        "stdout_bytes": totals["stdout"],
-        "stderr_bytes": totals["stderr"],
-        "events": _parse_lines(bytes(kept.get("events", b""))),
-        "rpc": bytes(kept.get("rpc", b"")),
-        "strays": sorted(set(strays.values()))[:20],
-    }
+    """Wait for `main_pid` within `timeout_s`, reading `streams` with caps; then kill the rest
+    (watch.py)."""
+    if not _watcher:
+        _watcher.update(__name__="__watch__", MAX_EVENT_BYTES=MAX_EVENT_BYTES)
+        _watcher.update(json_loads=json_loads, _live_processes=_live_processes)
+        _watcher.update(_kill_all_but_judge=_kill_all_but_init, _spared=_spared)
+        exec(_compiled(WATCH, "<watch>"), _watcher)
+    run: dict[str, Any] = _watcher["watch"](main_pid, CANDIDATE_PID, streams, timeout_s, cap, limit)
+    return run
 
 
-def _decode(data: bytes, total: int, cap: int) -> str:
-    text = data[:cap].decode("utf-8", errors="replace")
-    if total > cap:
-        text += f"\n[... {total - cap} more bytes not shown]"
-    return text
-
-
-def _status_now(pid: int) -> int | None:
-    try:
-        done, raw = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return None
-    return os.waitstatus_to_exitcode(raw) if done else None
-
-
-def _parse_lines(data: bytes) -> list[dict[str, Any]]:
-    events = []
-    for line in data.splitlines():
-        try:
-            event = json_loads(line.decode())
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
+def _spared() -> set[int]:
+    """Processes that are not strays: the judge's own, those there before it, the zygote."""
+    spared: set[int] = _spawn["spared"]()
+    return spared | BASELINE_PIDS
 
 
 def _rpc_message(data: bytes) -> dict[str, Any]:
