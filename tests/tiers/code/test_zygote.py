@@ -177,13 +177,17 @@ def facts():
     fds = sorted(int(fd) for fd in os.listdir('/proc/self/fd'))
     targets = {fd: os.readlink('/proc/self/fd/%d' % fd) for fd in range(5)}
     kinds = [targets[0] == '/dev/null'] + [targets[fd].startswith('pipe:') for fd in (1, 2, 3, 4)]
+    with open('/proc/self/environ', 'rb') as fh:
+        environ = sorted(fh.read().decode().split('\\0')[:-1])
+    env = [os.environ.get(k) for k in ('HOME', 'TMPDIR', 'PATH')]
     return [fds[:5], kinds, os.getuid(), os.getcwd(), sorted(os.listdir('/work')),
-            os.getppid()]
+            os.getppid(), env, environ == sorted(k + '=' + v for k, v in os.environ.items())]
 def draw():
     return random.random()
 """
 FRESH_TESTS = (
-    "assert facts() == [[0, 1, 2, 3, 4], [True] * 5, 1000, '/work', ['.tmp', 'solution.py'], 1]\n"
+    "assert facts() == [[0, 1, 2, 3, 4], [True] * 5, 1000, '/work', ['.tmp', 'solution.py'], 1,"
+    " ['/work', '/work/.tmp', '/usr/local/bin:/usr/bin:/bin'], True]\n"
     "assert draw() < 0, 'drew:%r' % draw()\n"  # fails, and the feedback shows the draw
 )
 

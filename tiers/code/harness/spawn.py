@@ -67,7 +67,7 @@ def start_zygote() -> None:
                 os.dup2(null, fd)
             os.closerange(4, 4096)
             argv = [sys.executable, *PYTHON_FLAGS, program]
-            os.execve(sys.executable, argv, dict(CANDIDATE_ENV, HOME="/", TMPDIR="/tmp"))
+            os.execve(sys.executable, argv, dict(CANDIDATE_ENV))  # the candidates' own
         finally:
             os._exit(126)
     theirs.close()
