@@ -44,7 +44,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tiers.base import Candidate, VerdictStatus
+from tiers.base import Candidate, Verdict, VerdictStatus
 from tiers.code import pool as pool_module
 from tiers.code.engine import (
     JUDGE_USER,
@@ -314,6 +314,60 @@ def bench_lifecycle(seconds: float, concurrency: int, settings: SandboxSettings)
         pool.shutdown()
 
 
+def _container_cpu_s(cid: str) -> float:
+    """CPU time used so far by one container's cgroup (v1 cgroupfs, v2 cgroupfs or systemd)."""
+    v1 = Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage")
+    if v1.exists():
+        return int(v1.read_text()) / 1e9
+    for v2 in (f"/sys/fs/cgroup/docker/{cid}", f"/sys/fs/cgroup/system.slice/docker-{cid}.scope"):
+        stat = Path(v2, "cpu.stat")
+        if stat.exists():
+            fields = dict(line.split() for line in stat.read_text().splitlines())
+            return int(fields["usage_usec"]) / 1e6
+    raise SystemExit(f"no cgroup CPU counter found for container {cid[:12]}")
+
+
+def bench_judge(count: int, style: str, settings: SandboxSettings) -> dict[str, Any]:
+    """Inside one job's container (isolation "process"): the container's CPU per candidate
+    (judge, zygote, candidate, test runner, clean-up; read from its cgroup, so the load of the
+    machine changes it little), for `count` candidates in a row, each with HumanEval's
+    `from typing import List` on top."""
+    from tiers.code.schemas import SandboxConfig
+    from tiers.code.session import JobContainer
+
+    tier = SandboxTier(settings)
+    cfg = SandboxConfig.model_validate({"isolation": "process"})
+    items = []
+    for item, _ in candidates(style):
+        payload = dict(item.payload, code="from typing import List\n" + item.payload["code"])
+        prepared = tier._prepare(Candidate(kind="code", payload=payload), cfg)
+        if isinstance(prepared, Verdict):
+            raise SystemExit(f"the bench's candidate was not run: {prepared.feedback}")
+        items.append(prepared)
+    pool = SandboxPool(settings.model_copy(update={"pool_size": 1}))
+    job = JobContainer(pool, settings.default_memory_mb)
+    try:
+        for prepared in items:  # warm-up: the container, the zygote's preload
+            job.run(prepared.spec, prepared.limits.timeout_s)
+        cid = job.container_ids[-1]
+        cpu0, t0 = _container_cpu_s(cid), time.perf_counter()
+        for i in range(count):
+            prepared = items[i % len(items)]
+            job.run(prepared.spec, prepared.limits.timeout_s)
+        cpu1, t1 = _container_cpu_s(cid), time.perf_counter()
+        if job.container_ids[-1] != cid:
+            raise SystemExit("the job changed containers during the measurement")
+    finally:
+        job.close()
+        pool.shutdown()
+    return {
+        "executions": count,
+        "container_cpu_ms_per_exec": round((cpu1 - cpu0) / count * 1000, 1),
+        "wall_ms_per_exec": round((t1 - t0) / count * 1000, 1),
+        "load": os.getloadavg(),
+    }
+
+
 def ratios(pool: dict[str, Any], run: dict[str, Any]) -> dict[str, float]:
     return {
         "execs_per_s": round(pool["execs_per_s"] / run["execs_per_s"], 2),
@@ -405,10 +459,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--mode",
-        choices=["pool", "run", "lifecycle", "burst", "service", "both", "all"],
+        choices=["pool", "run", "lifecycle", "burst", "service", "judge", "both", "all"],
         default="both",
         help="both: sustained pool and docker run; all: also the bare container lifecycle, "
-        "the burst and the whole service",
+        "the burst, the whole service and the container CPU per candidate (judge)",
     )
     parser.add_argument(
         "--isolation",
@@ -424,6 +478,9 @@ def main() -> None:
         "--burst", type=int, default=32, help="burst: candidates in the batch and pool size"
     )
     parser.add_argument("--style", choices=["script", "pytest"], default="script")
+    parser.add_argument(
+        "--judge-count", type=int, default=100, help="judge: candidates in one job container"
+    )
     parser.add_argument(
         "--runtime", default=None, help="OCI runtime for every mode; default: the setting (auto)"
     )
@@ -486,6 +543,9 @@ def main() -> None:
     if args.mode in ("burst", "all"):
         side_by_side("burst", lambda iso: bench_burst(
             args.burst, args.concurrency, args.style, sandbox, iso, args.job_size))  # fmt: skip
+    if args.mode in ("judge", "all"):
+        results["judge_cpu"] = bench_judge(args.judge_count, args.style, sandbox)
+        print("judge     process  ", json.dumps(results["judge_cpu"]), flush=True)
     if args.mode in ("service", "all"):
         side_by_side("service", lambda iso: bench_service(
             args.seconds, args.concurrency, args.job_size, args.style, iso))  # fmt: skip

@@ -19,6 +19,9 @@ _EMBEDDED = {
     'PYTEST_HARNESS = ""': "pytest_plugin.py",
     'IO_HARNESS = ""': "io_tests.py",
     'SERVE_LOOP = ""': "serve.py",
+    'SPAWN = ""': "spawn.py",
+    'ZYGOTE_PROGRAM = ""': "zygote.py",
+    'WATCH = ""': "watch.py",
 }
 
 

@@ -1,7 +1,9 @@
 """The candidate's side of the sandbox: runs under its own uid, holds no test and no result.
 
 The judge (the runner, the container's PID 1) starts this program under the candidate's uid
-before it has read any spec, with fd 3 carrying requests from the judge and fd 4 answers to it.
+before it has read any spec, with fd 3 carrying requests from the judge and fd 4 answers to it:
+as a fork of the zygote (zygote.py), which defined it and calls main in the fork, or else as a
+fresh interpreter (`python3 -c`, which runs main below).
 It takes one job: writes the candidate's files, runs the payload's setup, then either runs
 solution.py as a program (mode "run") or loads it as the module `solution` and answers calls from
 the judge's test runner: every value it hands back is plain data (JSON with a few tags), or a
@@ -26,8 +28,10 @@ WORK = "/work"
 # compiled.py's text, filled in by tiers.code.harness.harness_program: run only for a job that
 # names another language than Python (its "lang"), see _language_program.
 COMPILED_HARNESS = ""
-_req = os.fdopen(3, "rb", buffering=0)
-_resp = os.fdopen(4, "wb", buffering=0)
+# fd 3 (requests from the judge) and fd 4 (answers), opened by main: this text is also run in
+# the zygote (zygote.py), where fd 3 is the zygote's own control socket.
+_req: Any = None
+_resp: Any = None
 _handles: dict[int, Any] = {}
 _signals: set[str] = set()
 _PLAIN_BASES = (bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset)
@@ -407,6 +411,9 @@ def _limit_cpu(job: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    global _req, _resp
+    _req = os.fdopen(3, "rb", buffering=0)
+    _resp = os.fdopen(4, "wb", buffering=0)
     job = _recv()
     _limit_cpu(job)
     os.makedirs(WORK + "/.tmp", exist_ok=True)
@@ -446,4 +453,5 @@ def main() -> None:
         _send(answer)
 
 
-main()
+if __name__ == "__main__":  # started as a program; in the zygote, a copy of it calls main
+    main()

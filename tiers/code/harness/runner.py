@@ -2,8 +2,9 @@
 
 The pool starts each container with this file's text (the programs it runs filled in, see
 CANDIDATE_STUB below) as `python3 -I -c`, as root with only the SETUID, SETGID and KILL
-capabilities, as the container's PID 1. Before it reads anything it makes itself non-dumpable
-and forks the candidate's process, which drops to CANDIDATE_UID and waits for its job; then it
+capabilities, as the container's PID 1. Before it reads anything it makes itself non-dumpable,
+starts the zygote (zygote.py: a clean interpreter that only forks candidates' processes) and
+has it fork the candidate's process, which drops to CANDIDATE_UID and waits for its job; then it
 reads one JSON spec on stdin (or, for a one-off `docker run`, the spec as the remaining
 arguments). For tests it forks a test runner under its own uid that holds the tests, calls the
 candidate's functions through a pipe that carries only plain data, compares the values itself
@@ -19,9 +20,7 @@ import errno
 import json
 import os
 import resource
-import select
 import sys
-import time
 
 # `signal` would pull in enum; the C module is enough. json is imported once per container
 # (the test runner, forked from here, needs it anyway).
@@ -57,6 +56,10 @@ JUDGE_RPC = ""
 SCRIPT_HARNESS = ""
 PYTEST_HARNESS = ""
 IO_HARNESS = ""
+# spawn.py: starting candidates' processes (from the zygote, zygote.py) and ending them.
+SPAWN = ""
+ZYGOTE_PROGRAM = ""
+WATCH = ""  # watch.py: the wait for one candidate's run
 
 
 def _cgroup_counter(paths_and_keys: list[tuple[str, str]]) -> int:
@@ -106,13 +109,26 @@ def _live_processes() -> dict[int, str]:
     return found
 
 
+_spawn: dict[str, Any] = {}
+
+
+def _start_spawner() -> None:
+    """spawn.py's functions in a namespace of their own; the zygote started if it can be."""
+    names = ("CANDIDATE_STUB", "ZYGOTE_PROGRAM", "WORK", "CANDIDATE_UID", "CANDIDATE_ENV")
+    _spawn.update({name: globals()[name] for name in names}, __name__="__spawn__")
+    exec(compile(SPAWN, "<spawn>", "exec"), _spawn)
+    _spawn["start_zygote"]()
+
+
+def _start_candidate_process() -> tuple[int, int, int, int, int, int, int]:
+    """The next candidate's process (spawn.py), made before its spec is read."""
+    started: tuple[int, int, int, int, int, int, int] = _spawn["start_candidate"]()
+    return started
+
+
 def _kill_all_but_init() -> None:
-    """SIGKILL every process we may signal except ourselves and PID 1 (the container's init)."""
-    for _ in range(3):
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            return
+    """SIGKILL every process but ourselves (PID 1) and the zygote (spawn.py)."""
+    _spawn["kill_all_but_judge"]()
 
 
 def _prctl_not_dumpable() -> None:
@@ -123,53 +139,6 @@ def _prctl_not_dumpable() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
     except (ImportError, OSError, AttributeError):
         pass
-
-
-def _high_dup(fd: int) -> int:
-    return int(__import__("fcntl").fcntl(fd, 1030, 100))  # F_DUPFD_CLOEXEC above 100
-
-
-def _start_candidate_process() -> tuple[int, int, int, int, int, int, int]:
-    """Fork the candidate's process before any spec is read, so its memory never held a test.
-
-    It drops to CANDIDATE_UID, keeps only its stdout/stderr pipes and fds 3 (requests) and 4
-    (answers), and execs a fresh interpreter running CANDIDATE_STUB. Returns (pid, req_w,
-    resp_r, out_r, err_r, out_w, err_w); the judge keeps out_w/err_w for the test runner.
-    """
-    req_r, req_w = os.pipe()
-    resp_r, resp_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    for fd in (req_w, resp_r, out_r, err_r, out_w, err_w):
-        os.set_inheritable(fd, False)
-    pid = os.fork()
-    if pid:
-        os.close(req_r)
-        os.close(resp_w)
-        return pid, req_w, resp_r, out_r, err_r, out_w, err_w
-    try:
-        os.setsid()
-        keep = [_high_dup(fd) for fd in (req_r, resp_w, out_w, err_w)]
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        for target, fd in zip((3, 4, 1, 2), keep, strict=True):
-            os.dup2(fd, target)
-        os.closerange(5, 4096)
-        try:
-            with open("/proc/self/oom_score_adj", "w") as fh:
-                fh.write("1000")  # the candidate, not the judge, is what the kernel should pick
-        except OSError:
-            pass
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if os.getuid() == 0:
-            os.setgroups([])
-            os.setresgid(CANDIDATE_UID, CANDIDATE_UID, CANDIDATE_UID)
-            os.setresuid(CANDIDATE_UID, CANDIDATE_UID, CANDIDATE_UID)
-        os.chdir(WORK)
-        env = dict(CANDIDATE_ENV)
-        os.execve(sys.executable, [sys.executable, "-I", "-u", "-B", "-c", CANDIDATE_STUB], env)
-    finally:
-        os._exit(126)
 
 
 def _start_test_runner(
@@ -238,6 +207,7 @@ def _preload() -> None:
     _compiled(JUDGE_RPC, "<judge_rpc>")
     _compiled(SCRIPT_HARNESS, "<test_runner>")
     _compiled(IO_HARNESS, "<test_runner>")
+    _compiled(WATCH, "<watch>")
 
 
 def _send_job(fd: int, job: dict[str, Any]) -> None:
@@ -245,152 +215,27 @@ def _send_job(fd: int, job: dict[str, Any]) -> None:
     os.write(fd, len(data).to_bytes(4, "big") + data)
 
 
+_watcher: dict[str, Any] = {}
+
+
 def _watch(
-    main_pid: int,
-    streams: dict[int, str],
-    timeout_s: float,
-    cap: int,
-    limit: int,
+    main_pid: int, streams: dict[int, str], timeout_s: float, cap: int, limit: int
 ) -> dict[str, Any]:
-    """Wait for `main_pid` within `timeout_s`, reading `streams` with caps; then kill the rest."""
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    os.set_blocking(wake_r, False)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    old_wakeup = signal.set_wakeup_fd(wake_w)
-    started = time.monotonic()
-    status: int | None = None
-
-    def poll() -> int | None:
-        nonlocal status
-        if status is None:
-            done, raw = os.waitpid(main_pid, os.WNOHANG)
-            if done:
-                status = os.waitstatus_to_exitcode(raw)
-        return status
-
-    poller = select.poll()
-    for fd in streams:
-        os.set_blocking(fd, False)
-        poller.register(fd, select.POLLIN)
-    poller.register(wake_r, select.POLLIN)
-    kept = {name: bytearray() for name in streams.values()}
-    totals = dict.fromkeys(streams.values(), 0)
-    timed_out = output_exceeded = False
-    deadline = started + timeout_s
-    open_fds = set(streams)
-
-    def pump(fd: int) -> None:
-        nonlocal output_exceeded
-        name = streams[fd]
-        while True:
-            try:
-                data = os.read(fd, 65536)
-            except BlockingIOError:
-                return
-            except OSError:
-                data = b""
-            if not data:
-                poller.unregister(fd)
-                open_fds.discard(fd)
-                return
-            totals[name] += len(data)
-            room = (cap if name in ("stdout", "stderr") else MAX_EVENT_BYTES) - len(kept[name])
-            if room > 0:
-                kept[name] += data[:room]
-            if totals["stdout"] + totals["stderr"] > limit:
-                output_exceeded = True
-                return
-
-    while not output_exceeded:
-        if poll() is not None:
-            break
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            timed_out = True
-            break
-        for fd, _ in poller.poll(remaining * 1000):
-            if fd == wake_r:
-                try:
-                    os.read(wake_r, 4096)
-                except BlockingIOError:
-                    pass
-            elif fd in open_fds:
-                pump(fd)
-    elapsed = time.monotonic() - started
-    for fd in list(open_fds):
-        if not output_exceeded:
-            pump(fd)
-    me = os.getpid()
-    strays = {
-        other: comm
-        for other, comm in _live_processes().items()
-        if other not in (1, me, main_pid, CANDIDATE_PID) and other not in BASELINE_PIDS
-    }
-    candidate_status = _status_now(CANDIDATE_PID) if main_pid != CANDIDATE_PID else None
-    _kill_all_but_init()
-    if main_pid != CANDIDATE_PID and candidate_status is None:
-        try:
-            os.waitpid(CANDIDATE_PID, 0)  # reaped, so its CPU counts in the report's cpu_s
-        except ChildProcessError:
-            pass
-    if poll() is None:
-        _, raw = os.waitpid(main_pid, 0)
-        status = os.waitstatus_to_exitcode(raw)
-    drain_deadline = time.monotonic() + 0.5
-    while open_fds and not output_exceeded and time.monotonic() < drain_deadline:
-        for fd, _ in poller.poll(50):
-            if fd in open_fds:
-                pump(fd)
-    signal.set_wakeup_fd(old_wakeup)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    for fd in (*streams, wake_r, wake_w):
-        os.close(fd)
-    code = status
-    return {
-        "exit_code": code if code is not None and code >= 0 else None,
-        "signal": -code if code is not None and code < 0 else None,
-        "candidate_signal": -candidate_status
-        if candidate_status and candidate_status < 0
-        else None,
-        "timed_out": timed_out,
-        "output_exceeded": output_exceeded,
-        "duration_s": round(elapsed, 4),
-        "stdout": _decode(bytes(kept["stdout"]), totals["stdout"], cap),
-        "stderr": _decode(bytes(kept["stderr"]), totals["stderr"], cap),
-        "stdout_bytes": totals["stdout"],
-        "stderr_bytes": totals["stderr"],
-        "events": _parse_lines(bytes(kept.get("events", b""))),
-        "rpc": bytes(kept.get("rpc", b"")),
-        "strays": sorted(set(strays.values()))[:20],
-    }
+    """Wait for `main_pid` within `timeout_s`, reading `streams` with caps; then kill the rest
+    (watch.py)."""
+    if not _watcher:
+        _watcher.update(__name__="__watch__", MAX_EVENT_BYTES=MAX_EVENT_BYTES)
+        _watcher.update(json_loads=json_loads, _live_processes=_live_processes)
+        _watcher.update(_kill_all_but_judge=_kill_all_but_init, _spared=_spared)
+        exec(_compiled(WATCH, "<watch>"), _watcher)
+    run: dict[str, Any] = _watcher["watch"](main_pid, CANDIDATE_PID, streams, timeout_s, cap, limit)
+    return run
 
 
-def _decode(data: bytes, total: int, cap: int) -> str:
-    text = data[:cap].decode("utf-8", errors="replace")
-    if total > cap:
-        text += f"\n[... {total - cap} more bytes not shown]"
-    return text
-
-
-def _status_now(pid: int) -> int | None:
-    try:
-        done, raw = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return None
-    return os.waitstatus_to_exitcode(raw) if done else None
-
-
-def _parse_lines(data: bytes) -> list[dict[str, Any]]:
-    events = []
-    for line in data.splitlines():
-        try:
-            event = json_loads(line.decode())
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
+def _spared() -> set[int]:
+    """Processes that are not strays: the judge's own, those there before it, the zygote."""
+    spared: set[int] = _spawn["spared"]()
+    return spared | BASELINE_PIDS
 
 
 def _rpc_message(data: bytes) -> dict[str, Any]:
@@ -495,6 +340,8 @@ def serve() -> None:
     sure of."""
     global CANDIDATE_PID, REQ_W, RESP_R, OUT_R, ERR_R, OUT_W, ERR_W
     scope: dict[str, Any] = {"__name__": "__serve__", "_live_processes": _live_processes}
+    scope.update(_kill_all_but_judge=_kill_all_but_init, _spared=_spawn["spared"])
+    _spawn["preload"]()
     exec(_compiled(SERVE_LOOP, "<serve>"), scope)
     while True:
         spec = scope["read_frame"](_read_exact_stdin)
@@ -521,6 +368,7 @@ def _judge_spec(spec: dict[str, Any]) -> None:
 
 if __name__ == "__main__":
     _prctl_not_dumpable()
+    _start_spawner()
     CANDIDATE_PID, REQ_W, RESP_R, OUT_R, ERR_R, OUT_W, ERR_W = _start_candidate_process()
     if sys.argv[1:]:
         _judge_spec(json_loads("".join(sys.argv[1:])))

@@ -1,0 +1,204 @@
+"""The zygote (tiers/code/harness/zygote.py): candidates are forked from a clean process.
+
+In isolation "process" every candidate of a job is a fork of one zygote that the judge started
+before it read any spec. These tests look at that from the candidate's side, in a real
+container: the zygote is there and is used; its memory, fds and environment are closed to the
+candidate, which cannot stop or kill it either; no test the judge has read is in a
+candidate's memory; what one candidate changes in its modules reaches no later one; each is a
+fresh process with fresh random state, a fresh work dir and only its own fds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tiers.base import Candidate, Verdict, VerdictStatus
+from tiers.code.pool import SandboxPool
+from tiers.code.sandbox import SandboxTier
+from tiers.code.settings import SandboxSettings
+
+JOB = {"isolation": "process", "timeout_s": 5.0}
+
+# What a candidate can find out about the zygote and do to it; the test compares the values.
+PROBE_ZYGOTE = """
+import ctypes, os, signal, sys
+
+def from_zygote():
+    return 'CANDIDATE_PROGRAM' in vars(sys.modules['__main__'])
+
+def zygote_pids():
+    found = []
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit() or int(pid) in (1, os.getpid()):
+            continue
+        try:
+            with open('/proc/' + pid + '/cmdline', 'rb') as fh:
+                if b'-c\\x00\\x22\\x22\\x22The zygote:' in fh.read():  # not the judge's
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+def what_worked(pid):
+    worked = []
+    for name in ('mem', 'maps', 'environ', 'stack', 'syscall', 'auxv'):
+        try:
+            with open('/proc/%d/%s' % (pid, name), 'rb') as fh:
+                fh.read(1)
+            worked.append(name)
+        except OSError:
+            pass
+    try:
+        os.listdir('/proc/%d/fd' % pid)
+        worked.append('fd')
+    except OSError:
+        pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(16, pid, None, None) == 0:  # PTRACE_ATTACH
+        worked.append('ptrace')
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+            worked.append(sig.name)
+        except OSError:
+            pass
+    return worked
+
+def attack():
+    return [what_worked(pid) for pid in zygote_pids()]
+"""
+
+
+def judge_job(tier: SandboxTier, items: list[tuple[str, str]]) -> list[Verdict]:
+    candidates = [Candidate(kind="code", payload={"code": c, "tests": t}) for c, t in items]
+    return tier.verify_batch(candidates, JOB)
+
+
+@pytest.fixture(scope="module")
+def one_lane_tier(sandbox_settings: SandboxSettings) -> SandboxTier:
+    return SandboxTier(sandbox_settings.model_copy(update={"job_containers": 1}))
+
+
+def passed(verdicts: list[Verdict]) -> list[bool]:
+    return [v.status is VerdictStatus.passed for v in verdicts]
+
+
+def test_candidates_come_from_the_zygote_which_they_can_neither_read_nor_touch(
+    one_lane_tier: SandboxTier, sandbox_pool: SandboxPool
+) -> None:
+    attacked = "assert from_zygote()\nassert len(zygote_pids()) == 1\nassert attack() == [[]]\n"
+    # The second candidate runs after the first tried everything: the zygote still serves.
+    still = "assert from_zygote()\nassert len(zygote_pids()) == 1\n"
+    verdicts = judge_job(one_lane_tier, [(PROBE_ZYGOTE, attacked), (PROBE_ZYGOTE, still)])
+    assert passed(verdicts) == [True, True], [v.feedback for v in verdicts]
+
+
+# The judge has read tests holding MARK before it starts the next candidate; the candidate
+# scans all of its own memory for it, with a pattern that does not itself hold MARK's bytes.
+MARK = "vs-zygote-" + "secret-4f1c9e"
+SCAN_MEMORY = """
+import re
+def leaks():
+    pattern = re.compile(rb'vs-zygote-secre[t]-4f1c9e')
+    hits = 0
+    with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb', 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            if not perms.startswith('r'):
+                continue
+            start, end = (int(x, 16) for x in span.split('-'))
+            try:
+                mem.seek(start)
+                data = mem.read(end - start)
+            except (OSError, OverflowError, ValueError):
+                continue
+            hits += len(pattern.findall(data))
+    return hits
+"""
+
+
+def test_no_test_the_judge_has_read_is_in_a_candidates_memory(
+    one_lane_tier: SandboxTier, sandbox_pool: SandboxPool
+) -> None:
+    planted = f"# {MARK}\nassert leaks() == 0\n"
+    # Control: the scan finds MARK when it is in the candidate's memory (in its own code).
+    control = SCAN_MEMORY + f"_kept = {MARK!r}\n"
+    verdicts = judge_job(
+        one_lane_tier, [(SCAN_MEMORY, planted), (SCAN_MEMORY, planted), (control, planted)]
+    )
+    assert passed(verdicts) == [True, True, False], [v.feedback for v in verdicts]
+
+
+POISON = """
+import builtins, collections, json, math, random, sys, typing
+math.sqrt = lambda x: 0
+builtins.len = lambda x: 0
+builtins.sorted = lambda x, **k: [0]
+collections.Counter = dict
+json.dumps = lambda *a, **k: '0'
+typing.List = None
+random.seed(7)
+sys.modules['heapq'] = None
+main = sys.modules['__main__']
+for name in list(vars(main)):
+    if not name.startswith('__'):
+        setattr(main, name, None)
+def check():
+    return 'poisoned'
+"""
+
+CLEAN = """
+import collections, heapq, json, math, random
+from typing import List
+def check() -> List:
+    counter = type(collections.Counter('aab')).__name__
+    return [math.sqrt(16), len('abc'), sorted([3, 1, 2]), counter, json.dumps([1]),
+            heapq.nsmallest(1, [5, 4]), random.random()]
+"""
+
+
+def test_what_a_candidate_poisons_reaches_no_later_candidate(
+    one_lane_tier: SandboxTier, sandbox_pool: SandboxPool
+) -> None:
+    tests = (
+        "got = check()\n"
+        "assert got[:6] == [4.0, 3, [1, 2, 3], 'Counter', '[1]', [4]]\n"
+        "assert 0 <= got[6] < 1\n"
+    )
+    verdicts = judge_job(one_lane_tier, [(POISON, "assert check()\n"), (CLEAN, tests)] * 2)
+    # The poisoner broke its own process (its answers no longer reach the judge); each clean
+    # candidate after one starts from the zygote's modules as they were.
+    assert passed(verdicts)[1::2] == [True, True], [v.feedback for v in verdicts]
+
+
+FRESH = """
+import os, random
+def facts():
+    fds = sorted(int(fd) for fd in os.listdir('/proc/self/fd'))
+    targets = {fd: os.readlink('/proc/self/fd/%d' % fd) for fd in range(5)}
+    kinds = [targets[0] == '/dev/null'] + [targets[fd].startswith('pipe:') for fd in (1, 2, 3, 4)]
+    with open('/proc/self/environ', 'rb') as fh:
+        environ = sorted(fh.read().decode().split('\\0')[:-1])
+    env = [os.environ.get(k) for k in ('HOME', 'TMPDIR', 'PATH')]
+    return [fds[:5], kinds, os.getuid(), os.getcwd(), sorted(os.listdir('/work')),
+            os.getppid(), env, environ == sorted(k + '=' + v for k, v in os.environ.items())]
+def draw():
+    return random.random()
+"""
+FRESH_TESTS = (
+    "assert facts() == [[0, 1, 2, 3, 4], [True] * 5, 1000, '/work', ['.tmp', 'solution.py'], 1,"
+    " ['/work', '/work/.tmp', '/usr/local/bin:/usr/bin:/bin'], True]\n"
+    "assert draw() < 0, 'drew:%r' % draw()\n"  # fails, and the feedback shows the draw
+)
+
+
+def test_each_candidate_is_a_fresh_process_with_only_its_own_fds_and_random_state(
+    one_lane_tier: SandboxTier, sandbox_pool: SandboxPool
+) -> None:
+    verdicts = judge_job(one_lane_tier, [(FRESH, FRESH_TESTS)] * 3)
+    draws = []
+    for verdict in verdicts:
+        assert verdict.components["tests_passed"] == 1.0, verdict.feedback
+        assert "AssertionError: drew:" in verdict.feedback, verdict.feedback
+        draws.append(verdict.feedback.split("AssertionError: drew:")[1].split()[0])
+    assert len(set(draws)) == 3, draws  # a copy of the zygote's random state would repeat
