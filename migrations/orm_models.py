@@ -4,6 +4,10 @@ their import here."""
 
 from verifier_service.auth.models import ApiKey, AuditEvent, Principal, User, WebSession
 from verifier_service.console.models import (
+    HourCost,
+    HourItems,
+    HourRewards,
+    HourVerdicts,
     HourWalls,
     MinuteCost,
     MinuteItems,
@@ -37,6 +41,10 @@ __all__ = [
     "ApiKey",
     "AuditEvent",
     "CostLedgerEntry",
+    "HourCost",
+    "HourItems",
+    "HourRewards",
+    "HourVerdicts",
     "HourWalls",
     "Item",
     "Job",

@@ -86,3 +86,53 @@ class HourWalls(Base):
     tier: Mapped[str] = mapped_column(String(64), primary_key=True)
     bucket: Mapped[int] = mapped_column(primary_key=True)
     n: Mapped[int]
+
+
+# Whole settled hours of the minute tables above, summed once more: a week's overview reads
+# 168 of them per key instead of 10,080 (see `rollups.HOURLY`).
+
+
+class HourItems(Base):
+    """`MinuteItems` of one whole hour."""
+
+    __tablename__ = "console_hour_items"
+
+    hour: Mapped[datetime] = mapped_column(primary_key=True)
+    policy_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    items: Mapped[int]
+
+
+class HourRewards(Base):
+    """`MinuteRewards` of one whole hour."""
+
+    __tablename__ = "console_hour_rewards"
+
+    hour: Mapped[datetime] = mapped_column(primary_key=True)
+    status: Mapped[str] = mapped_column(String(32), primary_key=True)
+    items: Mapped[int]
+
+
+class HourVerdicts(Base):
+    """`MinuteVerdicts` of one whole hour."""
+
+    __tablename__ = "console_hour_verdicts"
+
+    hour: Mapped[datetime] = mapped_column(primary_key=True)
+    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    verdicts: Mapped[int]
+    cached: Mapped[int]
+
+
+class HourCost(Base):
+    """`MinuteCost` of one whole hour."""
+
+    __tablename__ = "console_hour_cost"
+
+    hour: Mapped[datetime] = mapped_column(primary_key=True)
+    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    principal: Mapped[str] = mapped_column(String(128), primary_key=True)
+    policy_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    entries: Mapped[int]
+    cost_units: Mapped[float] = mapped_column(Float)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, func, select
+from sqlalchemy import ColumnElement, Integer, case, cast, func, select
 from sqlalchemy.orm import Session
 
+from verifier_service.console.histogram import FLOOR_S, LN_BASE
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
 from verifier_service.ladder.states import ItemState
 
@@ -85,6 +86,27 @@ def duration_percentiles(session: Session, since: datetime) -> dict[str, tuple[f
     for tier, wall in rows:
         walls.setdefault(tier, []).append(float(wall))
     return {tier: (_percentile(v, 0.5), _percentile(v, 0.95)) for tier, v in walls.items()}
+
+
+def wall_bucket(session: Session) -> Any:
+    """The histogram bucket of a verdict's wall time (`histogram.bucket_of` in SQL)."""
+    larger = func.greatest if session.get_bind().dialect.name == "postgresql" else func.max
+    wall = larger(VerdictRecord.wall_s, FLOOR_S)
+    return cast(func.floor(func.ln(wall / FLOOR_S) / LN_BASE), Integer)
+
+
+def live_wall_buckets(
+    session: Session, since: datetime, until: datetime | None
+) -> list[tuple[str, int, int]]:
+    """(tier, wall-time bucket, verdicts) of the verdicts not from the cache stored in
+    [since, until): what `live_walls` gives, counted per histogram bucket by the database."""
+    bucket = wall_bucket(session)
+    rows = session.execute(
+        select(VerdictRecord.tier, bucket, func.count())
+        .where(_between(VerdictRecord.created_at, since, until), VerdictRecord.cached.is_(False))
+        .group_by(VerdictRecord.tier, bucket)
+    )
+    return [(tier, int(b), int(n)) for tier, b, n in rows]
 
 
 def live_walls(
