@@ -100,6 +100,9 @@ def floor_to(at: datetime, step: timedelta) -> datetime:
         return at.replace(second=0, microsecond=0)
     if step == HOUR:
         return at.replace(minute=0, second=0, microsecond=0)
+    if HOUR % step == timedelta(0) and step % MINUTE == timedelta(0):
+        every = step // MINUTE
+        return at.replace(minute=at.minute - at.minute % every, second=0, microsecond=0)
     step_us = step // timedelta(microseconds=1)
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     return epoch + timedelta(

@@ -115,19 +115,19 @@ class _Totals:
     cost_tier: dict[str, float] = field(default_factory=dict)
     cost_principal: dict[str, float] = field(default_factory=dict)
 
-    def add_raw(self, session: Session, since: datetime, until: datetime | None) -> None:
-        """Add the ladder's own rows stamped in [since, until)."""
-        for created, kind, n in repository.items_by_job_and_kind(session, since, until):
+    def add_raw(self, session: Session, ranges: list[repository.Range]) -> None:
+        """Add the ladder's own rows stamped in `ranges` (three statements for all of them)."""
+        for created, policy, kind, status, n in repository.items_by_job(session, ranges):
             self.series[(rollups.floor_to(created, self.bin_width), kind)] += n
-        self.statuses.update(repository.rewards_by_status(session, since, until))
-        for tier, n, cached in repository.verdict_stats(session, since, until):
+            self.entered[(policy, kind)] += n
+            self.statuses[status] += n
+        for tier, n, cached in repository.verdict_stats(session, ranges):
             self.verdicts[tier] += n
             self.cached[tier] += cached
-        for policy, kind, tier, n in repository.items_reaching_tier(session, since, until):
+        for policy, kind, tier, principal, n, units in repository.costs(session, ranges):
             self.reached[(policy, kind, tier)] += n
-        self.entered.update(repository.items_per_policy(session, since, until))
-        _add(self.cost_tier, repository.cost_by(session, since, "tier", until))
-        _add(self.cost_principal, repository.cost_by(session, since, "principal", until))
+            _add(self.cost_tier, {tier: units})
+            _add(self.cost_principal, {principal: units})
 
     def add_rolled(self, rolled: rollup_reads.Rolled) -> None:
         """Add the rollup rows of whole closed minutes (and hours)."""
@@ -167,24 +167,19 @@ def overview(
     rolled_state = rollups.state(session) if use_rollups else None
     percentiles: dict[str, tuple[float, float]]
     if rolled_state is None:
-        totals.add_raw(session, since, None)
+        totals.add_raw(session, [(since, None)])
         percentiles = repository.duration_percentiles(session, since)
     else:
         first = rollups.ceil_to(since, rollups.MINUTE)
         last = max(first, rolled_state.closed_until)
         first_hour = rollups.ceil_to(since, rollups.HOUR)
         last_hour = max(first_hour, rolled_state.walls_until)
-        totals.add_raw(session, since, first)
         rolled = rollup_reads.read(session, first, last, first_hour, last_hour, bin_width)
         totals.add_rolled(rolled)
         # Unfinished items are not rolled up (their state changes): counted from their rows.
-        totals.statuses.update(repository.rewards_by_status(session, first, last, unfinished=True))
-        totals.add_raw(session, last, None)
-        percentiles = _percentiles(
-            session,
-            rolled.walls,
-            [(since, first_hour), (last_hour, None)],
-        )
+        totals.statuses.update(repository.unfinished_by_state(session, first, last))
+        totals.add_raw(session, [(since, first), (last, None)])  # the window's open edges
+        percentiles = _percentiles(session, rolled.walls, [(since, first_hour), (last_hour, None)])
     tiers = []
     for tier in sorted(totals.verdicts):
         p50, p95 = percentiles.get(tier, (0.0, 0.0))
@@ -225,7 +220,7 @@ def overview(
 def _percentiles(
     session: Session,
     buckets: dict[str, list[tuple[int, int]]],
-    raw_ranges: list[tuple[datetime, datetime | None]],
+    raw_ranges: list[repository.Range],
 ) -> dict[str, tuple[float, float]]:
     """Tier -> (p50, p95) of live verdict walls: histogram buckets of whole rolled hours merged
     with the walls of the ranges around them (exact where no hour is rolled; counted per bucket
@@ -235,15 +230,13 @@ def _percentiles(
         counts = values.setdefault(tier, Counter())
         for bucket, n in rows:
             counts[histogram.value_of(bucket)] += n
-    for start, end in raw_ranges:
-        if end is not None and start >= end:
-            continue
-        if buckets:
-            for tier, bucket, n in repository.live_wall_buckets(session, start, end):
-                values.setdefault(tier, Counter())[histogram.value_of(bucket)] += n
-        else:
-            for tier, wall in repository.live_walls(session, start, end):
-                values.setdefault(tier, Counter())[wall] += 1
+    ranges = [(start, end) for start, end in raw_ranges if end is None or start < end]
+    if buckets:
+        for tier, bucket, n in repository.live_wall_buckets(session, ranges):
+            values.setdefault(tier, Counter())[histogram.value_of(bucket)] += n
+    else:
+        for tier, wall in repository.live_walls(session, ranges):
+            values.setdefault(tier, Counter())[wall] += 1
     return {
         tier: (
             histogram.percentile(counts.items(), 0.5),
