@@ -8,12 +8,12 @@ from verifier_service.console.models import (
     HourItems,
     HourRewards,
     HourVerdicts,
-    HourWalls,
     MinuteCost,
     MinuteItems,
     MinuteRewards,
     MinuteVerdicts,
     RollupState,
+    WallsUpTo,
 )
 from verifier_service.core.db import Base
 from verifier_service.core.outbox import OutboxMessage
@@ -45,7 +45,6 @@ __all__ = [
     "HourItems",
     "HourRewards",
     "HourVerdicts",
-    "HourWalls",
     "Item",
     "Job",
     "JobCallback",
@@ -68,6 +67,7 @@ __all__ = [
     "User",
     "VerdictCacheEntry",
     "VerdictRecord",
+    "WallsUpTo",
     "WebSession",
     "WebhookAttempt",
     "WebhookDelivery",

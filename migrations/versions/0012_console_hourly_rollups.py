@@ -1,4 +1,5 @@
-"""The console's hourly rollups: settled hours of the per-minute counts and costs
+"""The console's hourly rollups: settled hours of the per-minute counts and costs; wall-time
+histograms as running totals per hour
 
 Revision ID: 0012
 Revises: 0011
@@ -51,10 +52,17 @@ def upgrade() -> None:
         sa.Column("entries", sa.Integer(), nullable=False),
         sa.Column("cost_units", sa.Float(), nullable=False),
     )
+    op.drop_table("console_hour_walls")
+    op.create_table(
+        "console_walls_upto",
+        _hour(),
+        sa.Column("tier", sa.String(64), primary_key=True),
+        sa.Column("bucket", sa.Integer(), primary_key=True),
+        sa.Column("n", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+    )
     # Minutes rolled before this settled on the old rule (a minute after their end, never
     # rolled again): the next refresh rolls everything up again from the ladder's tables.
     for table in (
-        "console_hour_walls",
         "console_minute_cost",
         "console_minute_verdicts",
         "console_minute_rewards",
@@ -65,7 +73,23 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.create_table(
+        "console_hour_walls",
+        _hour(),
+        sa.Column("tier", sa.String(64), primary_key=True),
+        sa.Column("bucket", sa.Integer(), primary_key=True),
+        sa.Column("n", sa.Integer(), nullable=False),
+    )
+    for table in (  # the old rollups start over
+        "console_minute_cost",
+        "console_minute_verdicts",
+        "console_minute_rewards",
+        "console_minute_items",
+        "console_rollup_state",
+    ):
+        op.execute(f"DELETE FROM {table}")
     for table in (
+        "console_walls_upto",
         "console_hour_cost",
         "console_hour_verdicts",
         "console_hour_rewards",

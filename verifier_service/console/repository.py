@@ -79,9 +79,12 @@ def verdict_stats(session: Session, ranges: Sequence[Range]) -> list[tuple[str, 
     return [(tier, int(n), int(c or 0)) for tier, n, c in rows]
 
 
-def duration_percentiles(session: Session, since: datetime) -> dict[str, tuple[float, float]]:
-    """Tier -> (p50, p95) of the wall time of verdicts not taken from the cache."""
-    live = (VerdictRecord.created_at >= since, VerdictRecord.cached.is_(False))
+def duration_percentiles(
+    session: Session, ranges: Sequence[Range]
+) -> dict[str, tuple[float, float]]:
+    """Tier -> (p50, p95) of the wall time of verdicts not taken from the cache, stored in
+    `ranges` (exact: PostgreSQL's percentile_cont)."""
+    live = (_within(VerdictRecord.created_at, ranges), VerdictRecord.cached.is_(False))
     if session.get_bind().dialect.name == "postgresql":
         p50 = func.percentile_cont(0.5).within_group(VerdictRecord.wall_s)
         p95 = func.percentile_cont(0.95).within_group(VerdictRecord.wall_s)
@@ -114,16 +117,6 @@ def live_wall_buckets(session: Session, ranges: Sequence[Range]) -> list[tuple[s
         .group_by(VerdictRecord.tier, bucket)
     )
     return [(tier, int(b), int(n)) for tier, b, n in rows]
-
-
-def live_walls(session: Session, ranges: Sequence[Range]) -> list[tuple[str, float]]:
-    """(tier, wall time) of each verdict not from the cache stored in `ranges`."""
-    rows = session.execute(
-        select(VerdictRecord.tier, VerdictRecord.wall_s).where(
-            _within(VerdictRecord.created_at, ranges), VerdictRecord.cached.is_(False)
-        )
-    )
-    return [(tier, float(wall)) for tier, wall in rows]
 
 
 def _percentile(values: list[float], q: float) -> float:

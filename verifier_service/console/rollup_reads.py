@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, and_, func, or_, select, union_all
+from sqlalchemy import Select, and_, case, func, or_, select, union_all
 from sqlalchemy.orm import Session
 
-from verifier_service.console.models import HourItems, HourWalls, MinuteItems
+from verifier_service.console.models import HourItems, MinuteItems, WallsUpTo
 from verifier_service.console.rollups import COST, HOUR, ITEMS, REWARDS, VERDICTS, _Pair
 
 
@@ -89,13 +89,16 @@ def read(
             .group_by(MinuteItems.minute, MinuteItems.kind)
         )  # fmt: skip
     walls: dict[str, list[tuple[int, int]]] = {}
-    if hours:
-        for tier, bucket, n in run(
-            select(HourWalls.tier, HourWalls.bucket, func.sum(HourWalls.n))
-            .where(HourWalls.hour >= hours_first, HourWalls.hour < hours_last)
-            .group_by(HourWalls.tier, HourWalls.bucket)
+    if hours:  # running totals: to the last hour's end, less those to the first hour's start
+        last_hour, before = hours_last - HOUR, hours_first - HOUR
+        n = func.sum(case((WallsUpTo.hour == last_hour, WallsUpTo.n), else_=-WallsUpTo.n))
+        for tier, bucket, count in run(
+            select(WallsUpTo.tier, WallsUpTo.bucket, n)
+            .where(WallsUpTo.hour.in_([last_hour, before]))
+            .group_by(WallsUpTo.tier, WallsUpTo.bucket)
         ):
-            walls.setdefault(tier, []).append((int(bucket), int(n)))
+            if count:
+                walls.setdefault(tier, []).append((int(bucket), int(count)))
     return Rolled(
         series=[(at, kind, int(n)) for at, kind, n in series],
         per_policy={(p, k): int(n) for p, k, n in rows(ITEMS, ITEMS.keys)},

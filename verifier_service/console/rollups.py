@@ -35,9 +35,11 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal,
     or_,
     select,
     type_coerce,
+    union_all,
     update,
 )
 from sqlalchemy.orm import Session
@@ -47,12 +49,12 @@ from verifier_service.console.models import (
     HourItems,
     HourRewards,
     HourVerdicts,
-    HourWalls,
     MinuteCost,
     MinuteItems,
     MinuteRewards,
     MinuteVerdicts,
     RollupState,
+    WallsUpTo,
 )
 from verifier_service.console.repository import wall_bucket
 from verifier_service.core.db import UTCDateTime
@@ -313,24 +315,39 @@ def _roll_hours(
 
 
 def _roll_walls(session: Session, since: datetime, until: datetime) -> None:
-    hour = _trunc(session, VerdictRecord.created_at, "hour")
+    """The running wall-time histogram of each hour in [since, until): the hour before's
+    totals plus the hour's own live verdicts per bucket (one statement an hour)."""
     bucket = wall_bucket(session)
-    session.execute(
-        insert(HourWalls).from_select(
-            ["hour", "tier", "bucket", "n"],
-            select(hour, VerdictRecord.tier, bucket, func.count())
+    hour = since
+    while hour < until:
+        counted = (
+            select(
+                VerdictRecord.tier.label("tier"), bucket.label("bucket"), func.count().label("n")
+            )
             .where(
-                VerdictRecord.created_at >= since,
-                VerdictRecord.created_at < until,
+                VerdictRecord.created_at >= hour,
+                VerdictRecord.created_at < hour + HOUR,
                 VerdictRecord.cached.is_(False),
             )
-            .group_by(hour, VerdictRecord.tier, bucket),
+            .group_by(VerdictRecord.tier, bucket)
         )
-    )
+        carried = select(WallsUpTo.tier, WallsUpTo.bucket, WallsUpTo.n).where(
+            WallsUpTo.hour == hour - HOUR
+        )
+        both = union_all(carried, counted).subquery()
+        session.execute(
+            insert(WallsUpTo).from_select(
+                ["hour", "tier", "bucket", "n"],
+                select(literal(hour, UTCDateTime()), both.c.tier, both.c.bucket, func.sum(both.c.n))
+                .group_by(both.c.tier, both.c.bucket),
+            )
+        )  # fmt: skip
+        hour += HOUR
 
 
 def _prune(session: Session, before: datetime) -> None:
     for pair in HOURLY:
         session.execute(delete(pair.minute).where(pair.minute.minute < before))
         session.execute(delete(pair.hour).where(pair.hour.hour < before))
-    session.execute(delete(HourWalls).where(HourWalls.hour < before))
+    # Running totals: the rows of an hour before the longest window are never read again.
+    session.execute(delete(WallsUpTo).where(WallsUpTo.hour < before))

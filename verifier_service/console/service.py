@@ -168,7 +168,7 @@ def overview(
     percentiles: dict[str, tuple[float, float]]
     if rolled_state is None:
         totals.add_raw(session, [(since, None)])
-        percentiles = repository.duration_percentiles(session, since)
+        percentiles = repository.duration_percentiles(session, [(since, None)])
     else:
         first = rollups.ceil_to(since, rollups.MINUTE)
         last = max(first, rolled_state.closed_until)
@@ -223,20 +223,18 @@ def _percentiles(
     raw_ranges: list[repository.Range],
 ) -> dict[str, tuple[float, float]]:
     """Tier -> (p50, p95) of live verdict walls: histogram buckets of whole rolled hours merged
-    with the walls of the ranges around them (exact where no hour is rolled; counted per bucket
-    by the database where some are, since the result is within half a bucket anyway)."""
+    with the walls of the ranges around them, counted per bucket by the database (the result
+    is within half a bucket anyway); exact where no hour is rolled."""
+    ranges = [(start, end) for start, end in raw_ranges if end is None or start < end]
+    if not buckets:
+        return repository.duration_percentiles(session, ranges)
     values: dict[str, Counter[float]] = {}
     for tier, rows in buckets.items():
         counts = values.setdefault(tier, Counter())
         for bucket, n in rows:
             counts[histogram.value_of(bucket)] += n
-    ranges = [(start, end) for start, end in raw_ranges if end is None or start < end]
-    if buckets:
-        for tier, bucket, n in repository.live_wall_buckets(session, ranges):
-            values.setdefault(tier, Counter())[histogram.value_of(bucket)] += n
-    else:
-        for tier, wall in repository.live_walls(session, ranges):
-            values.setdefault(tier, Counter())[wall] += 1
+    for tier, bucket, n in repository.live_wall_buckets(session, ranges):
+        values.setdefault(tier, Counter())[histogram.value_of(bucket)] += n
     return {
         tier: (
             histogram.percentile(counts.items(), 0.5),
