@@ -120,7 +120,7 @@ def drop_rollups(engine: Engine) -> None:
             "console_rollup_state", "console_minute_items", "console_minute_rewards",
             "console_minute_verdicts", "console_minute_cost", "console_hour_items",
             "console_hour_rewards", "console_hour_verdicts", "console_hour_cost",
-            "console_hour_walls",
+            "console_walls_upto",
         ):  # fmt: skip
             conn.execute(text(f"DELETE FROM {table}"))
 

@@ -5,14 +5,17 @@ at their edges, one statement per aggregate."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, and_, case, func, or_, select, union_all
+from sqlalchemy import Integer, Select, and_, case, cast, func, or_, select, type_coerce, union_all
 from sqlalchemy.orm import Session
 
 from verifier_service.console.models import HourItems, MinuteItems, WallsUpTo
-from verifier_service.console.rollups import COST, HOUR, ITEMS, REWARDS, VERDICTS, _Pair
+from verifier_service.console.rollups import COST, HOUR, ITEMS, MINUTE, REWARDS, VERDICTS, _Pair
+from verifier_service.core.db import UTCDateTime
+
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -26,6 +29,19 @@ class Rolled:
     verdicts: list[tuple[str, int, int]]  # tier, verdicts, cached
     cost: list[tuple[str, str, str, str, int, float]]  # tier, principal, policy, kind, n, units
     walls: dict[str, list[tuple[int, int]]]  # tier -> (bucket, verdicts)
+
+
+def _binned(session: Session, minute: Any, width: timedelta) -> Any:
+    """A minute column floored to bins of `width` (whole minutes dividing an hour), in UTC."""
+    every = width // MINUTE
+    if every == 1:
+        return minute
+    if session.get_bind().dialect.name == "postgresql":
+        return type_coerce(func.date_bin(width, minute, EPOCH), UTCDateTime())
+    # SQLite keeps the text "YYYY-MM-DD HH:MM:SS.ffffff": rewrite its minutes.
+    floored = cast(func.strftime("%M", minute), Integer) / every * every
+    text = func.printf("%s%02d:00.000000", func.strftime("%Y-%m-%d %H:", minute), floored)
+    return type_coerce(text, UTCDateTime())
 
 
 def _in(column: Any, ranges: list[tuple[datetime, datetime]]) -> Any:
@@ -83,10 +99,11 @@ def read(
                     .where(_in(at, ranges)).group_by(at, model.kind)
                 )  # fmt: skip
     elif first < last:
+        at = _binned(session, MinuteItems.minute, bin_width)
         series += run(
-            select(MinuteItems.minute, MinuteItems.kind, func.sum(MinuteItems.items))
+            select(at, MinuteItems.kind, func.sum(MinuteItems.items))
             .where(MinuteItems.minute >= first, MinuteItems.minute < last)
-            .group_by(MinuteItems.minute, MinuteItems.kind)
+            .group_by(at, MinuteItems.kind)
         )  # fmt: skip
     walls: dict[str, list[tuple[int, int]]] = {}
     if hours:  # running totals: to the last hour's end, less those to the first hour's start
