@@ -138,8 +138,8 @@ def _last_event(session: Session) -> int:
 def refresh(session: Session, now: datetime) -> bool:
     """Roll up the minutes closed since the last refresh (and the `SETTLE` before them again),
     the hours settled since, and re-roll the reward rows of minutes whose items changed; drop
-    rows older than `KEEP`. The caller commits. False when another refresh holds the watermark
-    (nothing was written)."""
+    rows older than `KEEP` when an hour settles. The caller commits. False when another
+    refresh holds the watermark (nothing was written)."""
     target = floor_to(now - LAG, MINUTE)
     found = state(session)
     last_event = _last_event(session)  # before reading any item: later changes come again
@@ -183,7 +183,7 @@ def refresh(session: Session, now: datetime) -> bool:
     if hours > old_hours:
         _roll_hours(session, [(old_hours, hours)])
         _roll_walls(session, old_hours, hours)
-    _prune(session, now - KEEP)
+        _prune(session, now - KEEP)  # once an hour: KEEP has a day to spare
     return True
 
 
