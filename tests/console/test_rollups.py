@@ -133,6 +133,9 @@ def test_rollups_give_the_raw_numbers(db: Session, redis_url: str) -> None:
         rolled, raw = _both(db, window, redis_url)
         assert raw.items > 0
         assert _numbers(rolled) == _numbers(raw), window
+        # Whole bins: a minute over an hour, 5 minutes over a day, an hour over a week.
+        assert {r.minute.minute % rolled.bin_minutes for r in rolled.items_per_minute} == {0}
+        assert rolled.bin_minutes == {"1h": 1, "24h": 5, "7d": 60}[window.value]
         for a, b in zip(rolled.tiers, raw.tiers, strict=True):
             # Durations from histogram buckets: each within half a bucket (about 2.5 %).
             assert a.p50_s == pytest.approx(b.p50_s, rel=0.03), (window, a.tier)

@@ -39,7 +39,7 @@ def _binned(session: Session, minute: Any, width: timedelta) -> Any:
     if session.get_bind().dialect.name == "postgresql":
         return type_coerce(func.date_bin(width, minute, EPOCH), UTCDateTime())
     # SQLite keeps the text "YYYY-MM-DD HH:MM:SS.ffffff": rewrite its minutes.
-    floored = cast(func.strftime("%M", minute), Integer) / every * every
+    floored = cast(func.strftime("%M", minute), Integer) // every * every
     text = func.printf("%s%02d:00.000000", func.strftime("%Y-%m-%d %H:", minute), floored)
     return type_coerce(text, UTCDateTime())
 
