@@ -12,7 +12,7 @@ from sqlalchemy import Integer, Select, and_, case, cast, func, or_, select, typ
 from sqlalchemy.orm import Session
 
 from verifier_service.console.models import HourItems, MinuteItems, WallsUpTo
-from verifier_service.console.rollups import COST, HOUR, ITEMS, MINUTE, REWARDS, VERDICTS, _Pair
+from verifier_service.console.rollups import COST, HOUR, ITEMS, MINUTE, REWARDS, VERDICTS, Pair
 from verifier_service.core.db import UTCDateTime
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -49,7 +49,7 @@ def _in(column: Any, ranges: list[tuple[datetime, datetime]]) -> Any:
 
 
 def _summed(
-    pair: _Pair,
+    pair: Pair,
     keys: tuple[str, ...],
     minutes: list[tuple[datetime, datetime]],
     hours: list[tuple[datetime, datetime]],
@@ -81,7 +81,7 @@ def read(
     its items series per minute, or per hour where `bin_width` is an hour or more."""
     run = session.connection().execute  # Core rows, not ORM objects
 
-    def rows(pair: _Pair, keys: tuple[str, ...]) -> list[Any]:
+    def rows(pair: Pair, keys: tuple[str, ...]) -> list[Any]:
         query = _summed(pair, keys, minutes, hours)
         return [] if query is None else list(run(query))
 

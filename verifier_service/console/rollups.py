@@ -77,7 +77,7 @@ _CHUNK = 200
 
 
 @dataclass(frozen=True)
-class _Pair:
+class Pair:
     """A per-minute table, the per-hour table that sums it, their key and summed columns."""
 
     minute: Any
@@ -86,10 +86,10 @@ class _Pair:
     sums: tuple[str, ...]
 
 
-ITEMS = _Pair(MinuteItems, HourItems, ("policy_name", "kind"), ("items",))
-REWARDS = _Pair(MinuteRewards, HourRewards, ("status",), ("items",))
-VERDICTS = _Pair(MinuteVerdicts, HourVerdicts, ("tier",), ("verdicts", "cached"))
-COST = _Pair(
+ITEMS = Pair(MinuteItems, HourItems, ("policy_name", "kind"), ("items",))
+REWARDS = Pair(MinuteRewards, HourRewards, ("status",), ("items",))
+VERDICTS = Pair(MinuteVerdicts, HourVerdicts, ("tier",), ("verdicts", "cached"))
+COST = Pair(
     MinuteCost, HourCost, ("tier", "principal", "policy_name", "kind"), ("entries", "cost_units")
 )
 #: Every per-minute table and its hourly one.
@@ -297,7 +297,7 @@ def _reroll_rewards(
 
 
 def _roll_hours(
-    session: Session, ranges: list[tuple[datetime, datetime]], pairs: Sequence[_Pair] = HOURLY
+    session: Session, ranges: list[tuple[datetime, datetime]], pairs: Sequence[Pair] = HOURLY
 ) -> None:
     """Sum the minute rows of the whole hours in `ranges` into the hourly tables."""
     for pair in pairs:
