@@ -4,12 +4,16 @@ their import here."""
 
 from verifier_service.auth.models import ApiKey, AuditEvent, Principal, User, WebSession
 from verifier_service.console.models import (
-    HourWalls,
+    HourCost,
+    HourItems,
+    HourRewards,
+    HourVerdicts,
     MinuteCost,
     MinuteItems,
     MinuteRewards,
     MinuteVerdicts,
     RollupState,
+    WallsUpTo,
 )
 from verifier_service.core.db import Base
 from verifier_service.core.outbox import OutboxMessage
@@ -37,7 +41,10 @@ __all__ = [
     "ApiKey",
     "AuditEvent",
     "CostLedgerEntry",
-    "HourWalls",
+    "HourCost",
+    "HourItems",
+    "HourRewards",
+    "HourVerdicts",
     "Item",
     "Job",
     "JobCallback",
@@ -60,6 +67,7 @@ __all__ = [
     "User",
     "VerdictCacheEntry",
     "VerdictRecord",
+    "WallsUpTo",
     "WebSession",
     "WebhookAttempt",
     "WebhookDelivery",

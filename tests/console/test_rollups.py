@@ -133,6 +133,9 @@ def test_rollups_give_the_raw_numbers(db: Session, redis_url: str) -> None:
         rolled, raw = _both(db, window, redis_url)
         assert raw.items > 0
         assert _numbers(rolled) == _numbers(raw), window
+        # Whole bins: a minute over an hour, 5 minutes over a day, an hour over a week.
+        assert {r.minute.minute % rolled.bin_minutes for r in rolled.items_per_minute} == {0}
+        assert rolled.bin_minutes == {"1h": 1, "24h": 5, "7d": 60}[window.value]
         for a, b in zip(rolled.tiers, raw.tiers, strict=True):
             # Durations from histogram buckets: each within half a bucket (about 2.5 %).
             assert a.p50_s == pytest.approx(b.p50_s, rel=0.03), (window, a.tier)
@@ -168,3 +171,28 @@ def test_the_open_tail_is_read_raw(db: Session, redis_url: str) -> None:
     assert _numbers(rolled) == _numbers(raw)
     # Exact durations where every verdict is raw: the last hour is never rolled up whole.
     assert [(t.p50_s, t.p95_s) for t in rolled.tiers] == [(t.p50_s, t.p95_s) for t in raw.tiers]
+
+
+def test_a_late_commit_is_counted(db: Session, redis_url: str) -> None:
+    """A job (its items, verdicts and costs) committed minutes after its rows' timestamps (a
+    long transaction, a worker whose clock is behind) lands in minutes a refresh already rolled
+    up: the next refresh that closes a minute counts it."""
+    now = utcnow()
+    _week(db, now, jobs=60, seed=5)
+    assert rollups.refresh(db, now - timedelta(minutes=3))  # the last refresh, 3 minutes ago
+    db.commit()
+    state = rollups.state(db)
+    assert state is not None
+    late_at = now - timedelta(minutes=6)
+    assert late_at < state.closed_until - rollups.MINUTE  # behind the watermark
+    late = make_job(db, late_at, random.Random(11))
+    db.commit()
+    _refresh(db)
+    for window in Window:
+        rolled, raw = _both(db, window, redis_url)
+        assert _numbers(rolled) == _numbers(raw), window
+    rolled, _ = _both(db, Window.hour, redis_url)
+    kinds = [item.kind for item in late]
+    late_bin = rollups.floor_to(late_at, rollups.MINUTE)
+    shown = {r.kind: r.items for r in rolled.items_per_minute if r.minute == late_bin}
+    assert sum(shown.values()) >= len(kinds)

@@ -1,9 +1,10 @@
 """ORM models of the console's rollups: closed minutes of the ladder's tables summed once, so an
 overview of a day or a week reads thousands of small rows instead of a million raw ones.
 
-Counts and costs are kept per minute; verdict wall times per hour as log-spaced histogram
-buckets (see `histogram.py`). `RollupState` says which minutes (and hours) are rolled up and the
-last job event read (reward changes re-roll the minute of their job).
+Counts and costs are kept per minute and per settled hour; verdict wall times as log-spaced
+histogram buckets (see `histogram.py`), running totals per hour. `RollupState` says which
+minutes (and hours) are rolled up and the last job event read (reward changes re-roll the
+minute and hour of their job).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 from verifier_service.core.db import Base
 
 EventId = BigInteger().with_variant(Integer(), "sqlite")
+#: A running count (SQLite's INTEGER is 64-bit already).
+Count = EventId
 
 
 class RollupState(Base):
@@ -77,12 +80,64 @@ class MinuteCost(Base):
     cost_units: Mapped[float] = mapped_column(Float)
 
 
-class HourWalls(Base):
-    """How many live (not cached) verdicts of a tier in one hour fell in one wall-time bucket."""
+class WallsUpTo(Base):
+    """How many live (not cached) verdicts of a tier stored from the rollups' first hour to the
+    end of one hour fell in one wall-time bucket: running totals, so that the verdicts of any
+    range of whole hours are the difference of two hours' rows (a week reads two, not 168)."""
 
-    __tablename__ = "console_hour_walls"
+    __tablename__ = "console_walls_upto"
 
     hour: Mapped[datetime] = mapped_column(primary_key=True)
     tier: Mapped[str] = mapped_column(String(64), primary_key=True)
     bucket: Mapped[int] = mapped_column(primary_key=True)
-    n: Mapped[int]
+    n: Mapped[int] = mapped_column(Count)
+
+
+# Whole settled hours of the minute tables above, summed once more: a week's overview reads
+# 168 of them per key instead of 10,080 (see `rollups.HOURLY`).
+
+
+class HourItems(Base):
+    """`MinuteItems` of one whole hour."""
+
+    __tablename__ = "console_hour_items"
+
+    hour: Mapped[datetime] = mapped_column(primary_key=True)
+    policy_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    items: Mapped[int]
+
+
+class HourRewards(Base):
+    """`MinuteRewards` of one whole hour."""
+
+    __tablename__ = "console_hour_rewards"
+
+    hour: Mapped[datetime] = mapped_column(primary_key=True)
+    status: Mapped[str] = mapped_column(String(32), primary_key=True)
+    items: Mapped[int]
+
+
+class HourVerdicts(Base):
+    """`MinuteVerdicts` of one whole hour."""
+
+    __tablename__ = "console_hour_verdicts"
+
+    hour: Mapped[datetime] = mapped_column(primary_key=True)
+    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    verdicts: Mapped[int]
+    cached: Mapped[int]
+
+
+class HourCost(Base):
+    """`MinuteCost` of one whole hour."""
+
+    __tablename__ = "console_hour_cost"
+
+    hour: Mapped[datetime] = mapped_column(primary_key=True)
+    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    principal: Mapped[str] = mapped_column(String(128), primary_key=True)
+    policy_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    entries: Mapped[int]
+    cost_units: Mapped[float] = mapped_column(Float)

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, func, select
+from sqlalchemy import ColumnElement, Integer, case, cast, func, or_, select
 from sqlalchemy.orm import Session
 
+from verifier_service.console.histogram import FLOOR_S, LN_BASE
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
 from verifier_service.ladder.states import ItemState
 
 #: Item states before `done`: what an item's reward status is not yet known in.
 UNFINISHED = [s.value for s in ItemState if s != ItemState.done]
+
+
+#: A time range [since, until) (no upper bound without `until`).
+Range = tuple[datetime, datetime | None]
 
 
 def _between(column: Any, since: datetime, until: datetime | None) -> ColumnElement[bool]:
@@ -22,56 +28,70 @@ def _between(column: Any, since: datetime, until: datetime | None) -> ColumnElem
     return (column >= since) & (column < until)  # type: ignore[no-any-return]
 
 
-def items_by_job_and_kind(
-    session: Session, since: datetime, until: datetime | None = None
-) -> list[tuple[datetime, str, int]]:
-    """(job created_at, item kind, how many top-level items) for the jobs made since `since`."""
+def _within(column: Any, ranges: Sequence[Range]) -> ColumnElement[bool]:
+    """`column` in any of `ranges` (one statement for a window's edges)."""
+    return or_(*(_between(column, since, until) for since, until in ranges))
+
+
+def _top_level() -> ColumnElement[bool]:
+    """A top-level item, written so that no planner starts from the parent index: nearly every
+    item is top-level, and SQLite would walk them all instead of a window's jobs."""
+    return func.coalesce(Item.parent_id, "") == ""
+
+
+def _reward_or_state() -> Any:
+    """A top-level item's reward status once finished, its ladder state before."""
+    return case((Item.state == "done", Item.reward["status"].as_string()), else_=Item.state)
+
+
+def items_by_job(
+    session: Session, ranges: Sequence[Range]
+) -> list[tuple[datetime, str, str, str, int]]:
+    """(job created_at, policy, item kind, reward status or state, how many top-level items)
+    per creation time, for the jobs created in `ranges`."""
+    status = _reward_or_state()
     rows = session.execute(
-        select(Job.created_at, Item.kind, func.count())
+        select(Job.created_at, Job.policy_name, Item.kind, status, func.count())
         .join(Item, Item.job_id == Job.id)
-        .where(_between(Job.created_at, since, until), Item.parent_id.is_(None))
-        .group_by(Job.id, Job.created_at, Item.kind)
+        .where(_within(Job.created_at, ranges), _top_level())
+        # Not by job id: SQLite would walk the whole primary key in its order to group by it.
+        .group_by(Job.created_at, Job.policy_name, Item.kind, status)
     )
-    return [(created, kind, int(n)) for created, kind, n in rows]
+    return [(at, policy, kind, str(s), int(n)) for at, policy, kind, s, n in rows]
 
 
-def rewards_by_status(
-    session: Session, since: datetime, until: datetime | None = None, *, unfinished: bool = False
-) -> dict[str, int]:
-    """Top-level items of the window's jobs: finished ones by reward status, others by state
-    (only the unfinished ones, by state, with `unfinished`)."""
-    status = case(
-        (Item.state == "done", Item.reward["status"].as_string()),
-        else_=Item.state,
-    )
-    query = (
-        select(status, func.count())
+def unfinished_by_state(session: Session, since: datetime, until: datetime) -> dict[str, int]:
+    """Top-level items of the jobs created in [since, until) not finished yet, by state."""
+    rows = session.execute(
+        select(Item.state, func.count())
         .join(Job, Item.job_id == Job.id)
-        .where(_between(Job.created_at, since, until), Item.parent_id.is_(None))
-        .group_by(status)
+        .where(
+            _between(Job.created_at, since, until),
+            _top_level(),
+            Item.state.in_(UNFINISHED),
+        )
+        .group_by(Item.state)
     )
-    if unfinished:
-        query = query.where(Item.state.in_(UNFINISHED))
-    rows = session.execute(query)
     return {str(s): int(n) for s, n in rows}
 
 
-def verdict_stats(
-    session: Session, since: datetime, until: datetime | None = None
-) -> list[tuple[str, int, int]]:
-    """(tier, verdicts, of them from the cache) since `since`."""
+def verdict_stats(session: Session, ranges: Sequence[Range]) -> list[tuple[str, int, int]]:
+    """(tier, verdicts, of them from the cache) stored in `ranges`."""
     cached = func.sum(case((VerdictRecord.cached.is_(True), 1), else_=0))
     rows = session.execute(
         select(VerdictRecord.tier, func.count(), cached)
-        .where(_between(VerdictRecord.created_at, since, until))
+        .where(_within(VerdictRecord.created_at, ranges))
         .group_by(VerdictRecord.tier)
     )
     return [(tier, int(n), int(c or 0)) for tier, n, c in rows]
 
 
-def duration_percentiles(session: Session, since: datetime) -> dict[str, tuple[float, float]]:
-    """Tier -> (p50, p95) of the wall time of verdicts not taken from the cache."""
-    live = (VerdictRecord.created_at >= since, VerdictRecord.cached.is_(False))
+def duration_percentiles(
+    session: Session, ranges: Sequence[Range]
+) -> dict[str, tuple[float, float]]:
+    """Tier -> (p50, p95) of the wall time of verdicts not taken from the cache, stored in
+    `ranges` (exact: PostgreSQL's percentile_cont)."""
+    live = (_within(VerdictRecord.created_at, ranges), VerdictRecord.cached.is_(False))
     if session.get_bind().dialect.name == "postgresql":
         p50 = func.percentile_cont(0.5).within_group(VerdictRecord.wall_s)
         p95 = func.percentile_cont(0.95).within_group(VerdictRecord.wall_s)
@@ -87,16 +107,23 @@ def duration_percentiles(session: Session, since: datetime) -> dict[str, tuple[f
     return {tier: (_percentile(v, 0.5), _percentile(v, 0.95)) for tier, v in walls.items()}
 
 
-def live_walls(
-    session: Session, since: datetime, until: datetime | None
-) -> list[tuple[str, float]]:
-    """(tier, wall time) of each verdict not from the cache stored in [since, until)."""
+def wall_bucket(session: Session) -> Any:
+    """The histogram bucket of a verdict's wall time (`histogram.bucket_of` in SQL)."""
+    larger = func.greatest if session.get_bind().dialect.name == "postgresql" else func.max
+    wall = larger(VerdictRecord.wall_s, FLOOR_S)
+    return cast(func.floor(func.ln(wall / FLOOR_S) / LN_BASE), Integer)
+
+
+def live_wall_buckets(session: Session, ranges: Sequence[Range]) -> list[tuple[str, int, int]]:
+    """(tier, wall-time bucket, verdicts) of the verdicts not from the cache stored in `ranges`:
+    what `live_walls` gives, counted per histogram bucket by the database."""
+    bucket = wall_bucket(session)
     rows = session.execute(
-        select(VerdictRecord.tier, VerdictRecord.wall_s).where(
-            _between(VerdictRecord.created_at, since, until), VerdictRecord.cached.is_(False)
-        )
+        select(VerdictRecord.tier, bucket, func.count())
+        .where(_within(VerdictRecord.created_at, ranges), VerdictRecord.cached.is_(False))
+        .group_by(VerdictRecord.tier, bucket)
     )
-    return [(tier, float(wall)) for tier, wall in rows]
+    return [(tier, int(b), int(n)) for tier, b, n in rows]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -107,45 +134,18 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
-def items_reaching_tier(
-    session: Session, since: datetime, until: datetime | None = None
-) -> list[tuple[str, str, str, int]]:
-    """(policy, item kind, tier, climbs to that tier) from the cost ledger: one entry per item
-    and ladder step, so an item counts once per step that runs the tier (a sum the per-minute
-    rollups can add up exactly, unlike a count of distinct items)."""
+def costs(session: Session, ranges: Sequence[Range]) -> list[tuple[str, str, str, str, int, float]]:
+    """(policy, item kind, tier, principal, ledger entries, cost units) of the cost ledger's
+    entries stored in `ranges`: one entry per item and ladder step, so an item counts once per
+    step that runs the tier (a sum the rollups can add up exactly, unlike distinct items)."""
+    keys = (CostLedgerEntry.policy_name, Item.kind, CostLedgerEntry.tier, CostLedgerEntry.principal)
     rows = session.execute(
-        select(CostLedgerEntry.policy_name, Item.kind, CostLedgerEntry.tier, func.count())
+        select(*keys, func.count(), func.sum(CostLedgerEntry.cost_units))
         .join(Item, Item.id == CostLedgerEntry.item_id)
-        .where(_between(CostLedgerEntry.created_at, since, until))
-        .group_by(CostLedgerEntry.policy_name, Item.kind, CostLedgerEntry.tier)
+        .where(_within(CostLedgerEntry.created_at, ranges))
+        .group_by(*keys)
     )
-    return [(policy, kind, tier, int(n)) for policy, kind, tier, n in rows]
-
-
-def items_per_policy(
-    session: Session, since: datetime, until: datetime | None = None
-) -> dict[tuple[str, str], int]:
-    """Top-level items of the window's jobs, per (policy, item kind)."""
-    rows = session.execute(
-        select(Job.policy_name, Item.kind, func.count())
-        .join(Item, Item.job_id == Job.id)
-        .where(_between(Job.created_at, since, until), Item.parent_id.is_(None))
-        .group_by(Job.policy_name, Item.kind)
-    )
-    return {(policy, kind): int(n) for policy, kind, n in rows}
-
-
-def cost_by(
-    session: Session, since: datetime, column: str, until: datetime | None = None
-) -> dict[str, float]:
-    """Cost units since `since`, by `tier` or `principal`."""
-    key = CostLedgerEntry.tier if column == "tier" else CostLedgerEntry.principal
-    rows = session.execute(
-        select(key, func.sum(CostLedgerEntry.cost_units))
-        .where(_between(CostLedgerEntry.created_at, since, until))
-        .group_by(key)
-    )
-    return {str(k): float(v or 0.0) for k, v in rows}
+    return [(po, k, t, pr, int(n), float(u or 0.0)) for po, k, t, pr, n, u in rows]
 
 
 def oldest_waiting(session: Session) -> datetime | None:

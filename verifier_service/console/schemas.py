@@ -18,11 +18,12 @@ class Window(StrEnum):
 
 
 class KindRate(BaseModel):
-    """Items of one kind that arrived in one minute."""
+    """Items of one kind that arrived in one bin of the overview's series (a minute, or
+    `bin_minutes` minutes on the longer windows)."""
 
-    minute: datetime
+    minute: datetime = Field(description="Where the bin starts (a whole bin, in UTC).")
     kind: str
-    items: int
+    items: int = Field(description="Top-level items of that kind in jobs created in the bin.")
 
 
 class TierStats(BaseModel):
@@ -65,6 +66,10 @@ class Overview(BaseModel):
     since: datetime
     now: datetime
     items: int = Field(description="Top-level items of the jobs created in the window.")
+    bin_minutes: int = Field(
+        description="The width of each `items_per_minute` bin in minutes: 1 over an hour, "
+        "5 over a day, 60 over a week."
+    )
     items_per_minute: list[KindRate]
     rewards_by_status: dict[str, int] = Field(
         description="Those items by reward status (scored, pending, infra_error), or by ladder "

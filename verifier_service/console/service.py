@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from tiers.registry import get_tier, tier_names
 from verifier_service.auth import service as audit
-from verifier_service.console import histogram, repository, rollups
+from verifier_service.console import histogram, repository, rollup_reads, rollups
 from verifier_service.console.schemas import (
     ItemPath,
     JobPaths,
@@ -29,7 +30,7 @@ from verifier_service.console.schemas import (
 from verifier_service.core.db import utcnow
 from verifier_service.core.errors import ConflictError, NotFoundError
 from verifier_service.core.notify import sync_client
-from verifier_service.core.presence import workers_per_queue
+from verifier_service.core.presence import drain_key, presence_key
 from verifier_service.jobs.service import job_out
 from verifier_service.ladder.dispatch import Outgoing, stage
 from verifier_service.ladder.models import Job
@@ -40,10 +41,12 @@ SPAN = {
     Window.day: timedelta(hours=24),
     Window.week: timedelta(days=7),
 }
-
-
-def _minute(at: datetime) -> datetime:
-    return at.replace(second=0, microsecond=0)
+#: The width of the items series' bins: a week of minutes would be 10,080 points a kind.
+BIN = {
+    Window.hour: timedelta(minutes=1),
+    Window.day: timedelta(minutes=5),
+    Window.week: timedelta(hours=1),
+}
 
 
 def _ladder(totals: _Totals) -> list[LadderStep]:
@@ -65,13 +68,25 @@ def _ladder(totals: _Totals) -> list[LadderStep]:
 
 
 def queues(broker_url: str) -> list[QueueStats]:
-    """Each tier queue's depth and live workers, from the broker (null where it is down)."""
+    """Each tier queue's depth and live workers (not counting those an operator drains: they
+    take no new work), from the broker (null where it is down)."""
     names = sorted({get_tier(n).queue for n in tier_names()})
     client = sync_client(broker_url)
+    workers: dict[str, int] = {}
     try:
-        workers: dict[str, int] = workers_per_queue(client, names)
+        pipe = client.pipeline(transaction=False)
+        now = time.time()
+        for queue in names:
+            pipe.zrangebyscore(presence_key(queue), now, "+inf")
+        live = {q: {_text(n) for n in ns} for q, ns in zip(names, pipe.execute(), strict=True)}
+        nodes = sorted(set().union(*live.values()))
+        pipe = client.pipeline(transaction=False)
+        for node in nodes:
+            pipe.exists(drain_key(node))
+        drained = {node for node, found in zip(nodes, pipe.execute(), strict=True) if found}
+        workers = {q: len(ns - drained) for q, ns in live.items()}
     except RedisError:
-        workers = {}
+        pass
     out = []
     for queue in names:
         try:
@@ -82,11 +97,16 @@ def queues(broker_url: str) -> list[QueueStats]:
     return out
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 @dataclass
 class _Totals:
     """The overview's sums over a window, added up from raw ranges and rollup rows."""
 
-    per_minute: Counter[tuple[datetime, str]] = field(default_factory=Counter)
+    bin_width: timedelta
+    series: Counter[tuple[datetime, str]] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
     verdicts: Counter[str] = field(default_factory=Counter)
     cached: Counter[str] = field(default_factory=Counter)
@@ -95,24 +115,26 @@ class _Totals:
     cost_tier: dict[str, float] = field(default_factory=dict)
     cost_principal: dict[str, float] = field(default_factory=dict)
 
-    def add_raw(self, session: Session, since: datetime, until: datetime | None) -> None:
-        """Add the ladder's own rows stamped in [since, until)."""
-        for created, kind, n in repository.items_by_job_and_kind(session, since, until):
-            self.per_minute[(_minute(created), kind)] += n
-        self.statuses.update(repository.rewards_by_status(session, since, until))
-        for tier, n, cached in repository.verdict_stats(session, since, until):
-            self.verdicts[tier] += n
-            self.cached[tier] += cached
-        for policy, kind, tier, n in repository.items_reaching_tier(session, since, until):
-            self.reached[(policy, kind, tier)] += n
-        self.entered.update(repository.items_per_policy(session, since, until))
-        _add(self.cost_tier, repository.cost_by(session, since, "tier", until))
-        _add(self.cost_principal, repository.cost_by(session, since, "principal", until))
+    def add_raw(self, session: Session, ranges: list[repository.Range]) -> None:
+        """Add the ladder's own rows stamped in `ranges` (three statements a range: one range
+        a statement, since SQLite scans the whole table for ranges joined by OR)."""
+        for one in ranges:
+            for created, policy, kind, status, n in repository.items_by_job(session, [one]):
+                self.series[(rollups.floor_to(created, self.bin_width), kind)] += n
+                self.entered[(policy, kind)] += n
+                self.statuses[status] += n
+            for tier, n, cached in repository.verdict_stats(session, [one]):
+                self.verdicts[tier] += n
+                self.cached[tier] += cached
+            for policy, kind, tier, principal, n, units in repository.costs(session, [one]):
+                self.reached[(policy, kind, tier)] += n
+                _add(self.cost_tier, {tier: units})
+                _add(self.cost_principal, {principal: units})
 
-    def add_rolled(self, rolled: rollups.Rolled) -> None:
-        """Add the rollup rows of whole closed minutes."""
-        for minute, kind, n in rolled.per_minute:
-            self.per_minute[(minute, kind)] += n
+    def add_rolled(self, rolled: rollup_reads.Rolled) -> None:
+        """Add the rollup rows of whole closed minutes (and hours)."""
+        for at, kind, n in rolled.series:
+            self.series[(rollups.floor_to(at, self.bin_width), kind)] += n
         self.entered.update(rolled.per_policy)
         self.statuses.update(rolled.rewards)
         for tier, n, cached in rolled.verdicts:
@@ -138,32 +160,28 @@ def overview(
     session: Session, window: Window, broker_url: str, *, use_rollups: bool = True
 ) -> Overview:
     """The overview of the last `window`: from the rollups where they reach (whole closed
-    minutes, whole hours for durations) and the raw rows around them; from raw rows only
-    without `use_rollups` (the same numbers, durations exact rather than within 2.5 %)."""
+    minutes, whole settled hours) and the raw rows around them; from raw rows only without
+    `use_rollups` (the same numbers, durations exact rather than within 2.5 %)."""
     now = utcnow()
     since = now - SPAN[window]
-    totals = _Totals()
+    bin_width = BIN[window]
+    totals = _Totals(bin_width)
     rolled_state = rollups.state(session) if use_rollups else None
     percentiles: dict[str, tuple[float, float]]
     if rolled_state is None:
-        totals.add_raw(session, since, None)
-        percentiles = repository.duration_percentiles(session, since)
+        totals.add_raw(session, [(since, None)])
+        percentiles = repository.duration_percentiles(session, [(since, None)])
     else:
         first = rollups.ceil_to(since, rollups.MINUTE)
         last = max(first, rolled_state.closed_until)
         first_hour = rollups.ceil_to(since, rollups.HOUR)
         last_hour = max(first_hour, rolled_state.walls_until)
-        totals.add_raw(session, since, first)
-        rolled = rollups.read(session, first, last, first_hour, last_hour)
+        rolled = rollup_reads.read(session, first, last, first_hour, last_hour, bin_width)
         totals.add_rolled(rolled)
         # Unfinished items are not rolled up (their state changes): counted from their rows.
-        totals.statuses.update(repository.rewards_by_status(session, first, last, unfinished=True))
-        totals.add_raw(session, last, None)
-        percentiles = _percentiles(
-            session,
-            rolled.walls,
-            [(since, first_hour), (last_hour, None)],
-        )
+        totals.statuses.update(repository.unfinished_by_state(session, first, last))
+        totals.add_raw(session, [(since, first), (last, None)])  # the window's open edges
+        percentiles = _percentiles(session, rolled.walls, [(since, first_hour), (last_hour, None)])
     tiers = []
     for tier in sorted(totals.verdicts):
         p50, p95 = percentiles.get(tier, (0.0, 0.0))
@@ -185,9 +203,10 @@ def overview(
         since=since,
         now=now,
         items=sum(statuses.values()),
-        items_per_minute=[  # a week is 10,080 minutes a kind: the bulk of a week's overview
-            KindRate(minute=minute, kind=kind, items=n)
-            for (minute, kind), n in sorted(totals.per_minute.items())
+        bin_minutes=bin_width // rollups.MINUTE,
+        items_per_minute=[
+            KindRate(minute=at, kind=kind, items=n)
+            for (at, kind), n in sorted(totals.series.items())
         ],
         rewards_by_status=dict(sorted(statuses.items())),
         tiers=tiers,
@@ -203,19 +222,21 @@ def overview(
 def _percentiles(
     session: Session,
     buckets: dict[str, list[tuple[int, int]]],
-    raw_ranges: list[tuple[datetime, datetime | None]],
+    raw_ranges: list[repository.Range],
 ) -> dict[str, tuple[float, float]]:
     """Tier -> (p50, p95) of live verdict walls: histogram buckets of whole rolled hours merged
-    with the exact walls of the ranges around them."""
+    with the walls of the ranges around them, counted per bucket by the database (the result
+    is within half a bucket anyway); exact where no hour is rolled."""
+    ranges = [(start, end) for start, end in raw_ranges if end is None or start < end]
+    if not buckets:
+        return repository.duration_percentiles(session, ranges)
     values: dict[str, Counter[float]] = {}
     for tier, rows in buckets.items():
         counts = values.setdefault(tier, Counter())
         for bucket, n in rows:
             counts[histogram.value_of(bucket)] += n
-    for start, end in raw_ranges:
-        if end is None or start < end:
-            for tier, wall in repository.live_walls(session, start, end):
-                values.setdefault(tier, Counter())[wall] += 1
+    for tier, bucket, n in repository.live_wall_buckets(session, ranges):
+        values.setdefault(tier, Counter())[histogram.value_of(bucket)] += n
     return {
         tier: (
             histogram.percentile(counts.items(), 0.5),

@@ -78,9 +78,14 @@ function legend(entries) {
   return box;
 }
 
-// Stacked columns: items per minute, one colour per kind, over the whole window.
+// Stacked columns: items per bin (a minute, or `bin_minutes` on longer windows), one colour
+// per kind, over the whole window.
 function drawRate(box, data) {
   box.replaceChildren();
+  const bin = data.bin_minutes || 1;
+  const unit = bin === 1 ? "minute" : bin === 60 ? "hour" : `${bin} minutes`;
+  const heading = document.getElementById("h-rate");
+  if (heading) heading.textContent = `Items per ${unit}, by kind`;
   const kinds = [...new Set(data.items_per_minute.map((r) => r.kind))].sort();
   if (kinds.length === 0) {
     box.append(el("p", { class: "empty" }, "No items in this window."));
@@ -95,12 +100,12 @@ function drawRate(box, data) {
     perMinute.get(t)[r.kind] = r.items;
   }
   const max = Math.max(...[...perMinute.values()].map((m) => Object.values(m).reduce((a, b) => a + b, 0)));
-  const minutes = Math.max(1, (now - since) / 60000);
-  const colW = Math.max(1.5, (W - L) / minutes - 0.5);
-  const x = (t) => L + ((t - since) / (now - since)) * (W - L - colW);
+  const bins = Math.max(1, (now - since) / 60000 / bin);
+  const colW = Math.max(1.5, (W - L) / bins - 0.5);
+  const x = (t) => L + ((Math.max(t, since) - since) / (now - since)) * (W - L - colW);
   const y = (v) => T + (H - T - B) * (1 - v / max);
   const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img",
-    "aria-label": `Items per minute by kind; at most ${max} in one minute` });
+    "aria-label": `Items per ${unit} by kind; at most ${max} in one ${unit}` });
   chart.append(svg("line", { class: "axis", x1: L, x2: W, y1: H - B, y2: H - B }));
   for (const v of [0, max / 2, max]) {
     chart.append(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, fmt.units(v)));
@@ -113,7 +118,8 @@ function drawRate(box, data) {
       if (n === 0) return;
       const rect = svg("rect", { x: x(t), y: y(base + n), width: colW, height: y(base) - y(base + n),
         fill: PALETTE[i % PALETTE.length] });
-      rect.append(svg("title", {}, `${new Date(t).toISOString().slice(11, 16)} UTC · ${kind}: ${n}`));
+      const at = new Date(t).toISOString().slice(bin === 1 ? 11 : 5, 16).replace("T", " ");
+      rect.append(svg("title", {}, `${at} UTC · ${kind}: ${n}`));
       chart.append(rect);
       base += n;
     });
