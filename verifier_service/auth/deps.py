@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, Header, Path, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.routing import BaseRoute
@@ -23,7 +24,7 @@ from verifier_service.auth.schemas import ALL_ROLES, AuthenticatedPrincipal, Rol
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import PRINTABLE, SettingsDep
 from verifier_service.core.notify import sync_client
-from verifier_service.settings import get_settings
+from verifier_service.settings import Settings, get_settings
 
 SESSION_COOKIE = "vs_session"
 CSRF_COOKIE = "vs_csrf"
@@ -64,14 +65,28 @@ def _credential(request: Request) -> tuple[str, str] | None:
     return None
 
 
-def _principal(
+async def _principal(
     request: Request,
     settings: SettingsDep,
     _bearer_doc: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     _cookie_doc: Annotated[str | None, Depends(_cookie)],
     x_principal: Annotated[str | None, Header(max_length=128, pattern=PRINTABLE)] = None,
 ) -> AuthenticatedPrincipal:
-    """Who is calling: an API key, a signed-in person, or (dev only) the local admin."""
+    """Who is calling: an API key, a signed-in person, or (dev only) the local admin.
+
+    Async, so that a request without credentials costs no trip to the thread pool; a key or
+    a session is looked up (Redis, the database) in a worker thread.
+    """
+    if _credential(request) is None:
+        return principal_of(request, settings, x_principal)
+    return await run_in_threadpool(principal_of, request, settings, x_principal)
+
+
+def principal_of(
+    request: Request, settings: Settings, x_principal: str | None = None
+) -> AuthenticatedPrincipal:
+    """The caller of a request (blocking: a key or session is looked up in Redis or the
+    database); NotAuthenticatedError when there is none."""
     credential = _credential(request)
     if credential is None:
         host = request.client.host if request.client else ""

@@ -20,7 +20,7 @@ from verifier_service.auth.deps import (
     CSRF_HEADER,
     SESSION_COOKIE,
     RoleCheck,
-    _principal,
+    principal_of,
 )
 from verifier_service.auth.errors import NotAuthenticatedError
 from verifier_service.auth.schemas import ALL_ROLES, AuthenticatedPrincipal, Role
@@ -46,7 +46,7 @@ class FormRoleCheck(RoleCheck):
             and CSRF_HEADER.lower() not in request.headers
         )
         if not by_form:  # an API key, or a script sending the header: the usual check
-            principal = _principal(request, settings, None, None, None)
+            principal = principal_of(request, settings)
         else:
             assert token is not None
             tokens = csrf.csrf_for(settings.auth)

@@ -27,13 +27,21 @@ def _session() -> Iterator[Session]:
 #: sent, so a client that got 201 finds what it created (and a failed commit is an error
 #: response, not a 201 for nothing).
 SessionDep = Annotated[Session, Depends(_session, scope="function")]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+# The dependencies below do no I/O, so they are async: FastAPI runs a sync dependency in a
+# worker thread, a round trip through the thread pool on every request.
+async def _settings() -> Settings:
+    return get_settings()
+
+
+SettingsDep = Annotated[Settings, Depends(_settings)]
 
 #: Header values we store: no control characters.
 PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
 
 
-def _waiter(request: Request) -> JobWaiter:
+async def _waiter(request: Request) -> JobWaiter:
     waiter: JobWaiter = request.app.state.waiter
     return waiter
 

@@ -38,23 +38,15 @@ def sync_client(url: str) -> redis.Redis:
     return redis.Redis(**redis_kwargs(url), socket_timeout=5)
 
 
-def publish_job_finished(url: str, job_ids: set[str]) -> None:
-    if not job_ids:
+def publish_jobs(url: str, finished: set[str], with_events: set[str]) -> None:
+    """Wake the waiters of jobs that finished and the event streams of jobs with new events
+    (they read those from the database), in one round trip."""
+    if not finished and not with_events:
         return
-    client = sync_client(url)
-    pipe = client.pipeline(transaction=False)
-    for job_id in job_ids:
+    pipe = sync_client(url).pipeline(transaction=False)
+    for job_id in finished:
         pipe.publish(CHANNEL_PREFIX + job_id, "finished")
-    pipe.execute()
-
-
-def publish_job_events(url: str, job_ids: set[str]) -> None:
-    """Wake the event streams of these jobs (they read their new events from the database)."""
-    if not job_ids:
-        return
-    client = sync_client(url)
-    pipe = client.pipeline(transaction=False)
-    for job_id in job_ids:
+    for job_id in with_events:
         pipe.publish(EVENTS_PREFIX + job_id, "events")
     pipe.execute()
 

@@ -99,8 +99,9 @@ def callbacks_of(session: Session, job_ids: Iterable[str]) -> dict[str, str]:
 
 
 def add_deliveries(session: Session, deliveries: Sequence[WebhookDelivery]) -> None:
-    session.add_all(deliveries)
-    session.flush()
+    if deliveries:
+        session.add_all(deliveries)
+        session.flush()  # their ids go into the outbox messages
 
 
 def lock_delivery(session: Session, delivery_id: str) -> WebhookDelivery | None:

@@ -60,9 +60,16 @@ def job_event(job_id: str, principal: str, n_items: int, n_done: int) -> EventDr
     return EventDraft(job_id, principal, JOB_FINISHED, data)
 
 
-def set_callback(session: Session, job_id: str, url: str) -> None:
-    """Name the callback of a new job (the URL already checked with `check_callback_url`)."""
-    repository.set_callback(session, job_id, url)
+#: session.info key: callbacks of the jobs this transaction created (None: the job has none).
+_NEW_JOBS = "events.new_job_callbacks"
+
+
+def set_callback(session: Session, job_id: str, url: str | None) -> None:
+    """Name the callback of a job this transaction creates (the URL already checked with
+    `check_callback_url`), or say it has none: its events then need no lookup."""
+    session.info.setdefault(_NEW_JOBS, {})[job_id] = url
+    if url is not None:
+        repository.set_callback(session, job_id, url)
 
 
 def check_callback_url(url: str) -> None:
@@ -84,7 +91,11 @@ def record(session: Session, drafts: Sequence[EventDraft]) -> list[OutboxMessage
         for d in drafts
     ]  # fmt: skip
     repository.append(session, rows)
-    callbacks = repository.callbacks_of(session, (d.job_id for d in drafts))
+    known: dict[str, str | None] = session.info.get(_NEW_JOBS, {})
+    job_ids = {d.job_id for d in drafts}
+    callbacks = {j: url for j in job_ids & known.keys() if (url := known[j]) is not None}
+    if unknown := job_ids - known.keys():
+        callbacks |= repository.callbacks_of(session, unknown)
     deliveries = [
         WebhookDelivery(
             job_id=row.job_id, event_id=row.id, url=callbacks[row.job_id], status="pending",

@@ -122,10 +122,12 @@ async def submit_and_wait(
     the items to the principal's key's rate limit first.
     """
     limiter = rate_limiter(settings.broker_url)
-    await run_in_threadpool(limiter.items, principal, len(request.items))
-    job_id, finished = await run_in_threadpool(
-        _submit, request, principal, idempotency_key, _runs_inline(request, settings)
-    )
+
+    def charged_then_submitted() -> tuple[str, JobOut | None]:  # one trip to the thread pool
+        limiter.items(principal, len(request.items))
+        return _submit(request, principal, idempotency_key, _runs_inline(request, settings))
+
+    job_id, finished = await run_in_threadpool(charged_then_submitted)
     if finished is not None:
         return finished
     if request.wait_s:

@@ -127,7 +127,8 @@ def submit(
     structlog.contextvars.bind_contextvars(job_id=job.id)  # into the logs of the tasks it sends
     if request.callback is not None:
         session.flush()  # the job row first: the callback refers to it
-        events.set_callback(session, job.id, str(request.callback.url))
+    callback = None if request.callback is None else str(request.callback.url)
+    events.set_callback(session, job.id, callback)  # None: its events need no lookup
     stored: list[Item] = []
     leaves: list[Item] = []
     for index, entry in enumerate(request.items):
@@ -150,7 +151,7 @@ def submit(
     session.add_all(stored)
     ladder = LadderPass(session, job, policy)
     ladder.new_items(leaves)
-    result = ladder.advance(leaves)
+    result = ladder.advance(leaves, write=runs_here is None)
     if runs_here is not None:
         result = ladder.run_here(runs_here)
     verdicts = {i.id: ladder.verdicts_of(i.id) for i in leaves}

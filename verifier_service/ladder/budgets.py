@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
 from verifier_service.ladder import repository
-from verifier_service.ladder.models import Job
+from verifier_service.ladder.models import CostLedgerEntry, Job
 from verifier_service.ladder.states import Stop, StopKind
 from verifier_service.policies.schemas import BudgetSpec
 
@@ -15,11 +16,20 @@ from verifier_service.policies.schemas import BudgetSpec
 class BudgetBook:
     """Spending of one job and its principal, read once per tier and kept up to date in a pass."""
 
-    def __init__(self, session: Session, job: Job, budgets: BudgetSpec, now: datetime) -> None:
+    def __init__(
+        self,
+        session: Session,
+        job: Job,
+        budgets: BudgetSpec,
+        now: datetime,
+        unwritten: Sequence[CostLedgerEntry] = (),
+    ) -> None:
         self.session = session
         self.job = job
         self.budgets = budgets
         self.now = now
+        # This pass's ledger rows not yet written (all of this job and principal): they count.
+        self.unwritten = unwritten
         self._spent: dict[tuple[str, str], float] = {}
 
     def charged(self, tier: str, units: float) -> None:
@@ -50,8 +60,10 @@ class BudgetBook:
         return None
 
     def _read(self, scope: str, tier: str) -> float:
-        self.session.flush()  # this pass's charges so far count
+        self.session.flush()  # rows changed in the session count as they are now
+        pending = sum(e.cost_units for e in self.unwritten if e.tier == tier)
         if scope == "job":
-            return repository.spent_by_job(self.session, self.job.id, tier)
+            return pending + repository.spent_by_job(self.session, self.job.id, tier)
         since = self.now - timedelta(hours=1)
-        return repository.spent_by_principal_since(self.session, self.job.principal, tier, since)
+        spent = repository.spent_by_principal_since(self.session, self.job.principal, tier, since)
+        return pending + spent

@@ -13,7 +13,7 @@ from tiers.registry import get_tier
 from verifier_service.core import outbox
 from verifier_service.core.broker import BROKER_ERRORS as BROKER_ERRORS
 from verifier_service.core.db import transaction, utcnow
-from verifier_service.core.notify import publish_job_events, publish_job_finished
+from verifier_service.core.notify import publish_jobs
 from verifier_service.core.outbox import OutboxMessage
 from verifier_service.events import service as events
 from verifier_service.ladder.operations import expire_job
@@ -82,8 +82,7 @@ def deliver(outgoing: Outgoing) -> None:
                 outbox.forget(session, sent)
     if outgoing.finished_jobs or outgoing.event_jobs:
         try:
-            publish_job_finished(get_settings().broker_url, outgoing.finished_jobs)
-            publish_job_events(get_settings().broker_url, outgoing.event_jobs)
+            publish_jobs(get_settings().broker_url, outgoing.finished_jobs, outgoing.event_jobs)
         except BROKER_ERRORS as exc:  # waiters fall back to their timeout and a reload
             log.warning("could not publish finished jobs", error=str(exc))
 

@@ -251,18 +251,12 @@ def put_cache(session: Session, verdicts: Mapping[str, Verdict]) -> None:
     ]
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    session.execute(insert(VerdictCacheEntry).on_conflict_do_nothing(index_elements=["key"]), rows)
-
-
-def charge(session: Session, **fields: Any) -> CostLedgerEntry:
-    entry = CostLedgerEntry(**fields)
-    session.add(entry)
-    return entry
+    statement = insert(_table(VerdictCacheEntry)).on_conflict_do_nothing(index_elements=["key"])
+    session.execute(statement, rows)  # a Core insert of the table: no ORM bulk machinery
 
 
 def new_charge(**fields: Any) -> CostLedgerEntry:
-    """A ledger row that is final when made (a cache hit), not yet in the session:
-    `insert_charges` writes many in one statement."""
+    """A ledger row, not yet in the session: `insert_charges` writes many in one statement."""
     defaults = {"id": new_id(), "cpu_s": 0.0, "wall_s": 0.0, "created_at": utcnow()}
     return CostLedgerEntry(**(defaults | fields))
 

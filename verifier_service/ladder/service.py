@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 
 from sqlalchemy.orm import Session
 
@@ -70,7 +69,11 @@ class LadderPass:
         self.doc: PolicyDocument = policy.document
         self.now = utcnow()
         self.result = LadderResult()
-        self.budgets = BudgetBook(session, job, self.doc.budgets, self.now)
+        # Rows made by this pass (verdicts, ledger rows), written with one statement per
+        # table by `_write` instead of one ORM object each.
+        self._new_verdicts: list[VerdictRecord] = []
+        self._new_charges: list[CostLedgerEntry] = []
+        self.budgets = BudgetBook(session, job, self.doc.budgets, self.now, self._new_charges)
         self._verdicts: dict[str, list[VerdictRecord]] = {}
         self._dispatch: dict[tuple[str, str, int], list[str]] = defaultdict(list)
         self._woken: dict[str, Item] = {}
@@ -83,15 +86,15 @@ class LadderPass:
         self._deferred: dict[tuple[str, str, int], list[Item]] = defaultdict(list)
         # While set: trajectories whose steps were revised, recomposed once at the end.
         self._held_parents: set[str] | None = None
-        # Rows that are final when made (verdicts, cache hits' ledger rows), written with one
-        # statement per table at the end of `advance` instead of one ORM object each.
-        self._new_verdicts: list[VerdictRecord] = []
-        self._new_charges: list[CostLedgerEntry] = []
 
     # ------------------------------------------------------------------ entry points
 
-    def advance(self, items: Iterable[Item]) -> LadderResult:
-        """Move each item as far up its ladder as it can go without waiting on a tier."""
+    def advance(self, items: Iterable[Item], *, write: bool = True) -> LadderResult:
+        """Move each item as far up its ladder as it can go without waiting on a tier.
+
+        With `write=False` the rows the pass made stay unwritten (new items too) until a later
+        call writes them: `run_here` writes once, after the inline lane's tiers answered.
+        """
         round_ = list({i.id: i for i in items}.values())
         self._items.update((i.id, i) for i in round_)
         self._load_verdicts(round_)
@@ -104,8 +107,9 @@ class LadderPass:
             for chunk in self._chunks(ids):
                 self.result.dispatches.append(Dispatch(tier, kind, step, chunk))
         self._dispatch.clear()
-        self._write()
-        self._send_deferred()
+        if write:
+            self._write()
+            self._send_deferred()
         return self.result
 
     def _write(self) -> None:
@@ -114,7 +118,8 @@ class LadderPass:
         if self.session.new:
             self.session.flush()
         verdicts, self._new_verdicts = self._new_verdicts, []
-        charges, self._new_charges = self._new_charges, []
+        charges = list(self._new_charges)
+        self._new_charges.clear()  # the same list: the budget book reads what is pending
         repository.insert_verdicts(self.session, verdicts)
         repository.insert_charges(self.session, charges)
 
@@ -148,7 +153,9 @@ class LadderPass:
         The inline lane of small waiting requests: their fast-tier work (milliseconds) runs in
         the caller's process and transaction instead of a round trip through the broker, with
         the same verdicts, cache and ledger as a tier task. Work of other tiers stays in the
-        result, for the caller to enqueue after commit.
+        result, for the caller to enqueue after commit. The pass's rows (new items and job
+        included, in the state they end in) are written once, at the end: call `advance` with
+        `write=False` first.
         """
         while here := [d for d in self.result.dispatches if runs_here(d.tier)]:
             self.result.dispatches = [d for d in self.result.dispatches if d not in here]
@@ -163,8 +170,14 @@ class LadderPass:
                     for i in items
                     if (entry := self._ledger.get((i.id, work.step))) is not None
                 }
-                self.store(run, execute(run), items, set(), ledger)
-            self.advance(i for i in self._items.values() if i.state == ItemState.climbing)
+                verdicts = execute(run)
+                with self.session.no_autoflush:  # new items are written once, below
+                    self.store(run, verdicts, items, set(), ledger)
+            self.advance(
+                (i for i in self._items.values() if i.state == ItemState.climbing), write=False
+            )
+        self._write()
+        self._send_deferred()
         return self.result
 
     def store(
@@ -352,7 +365,6 @@ class LadderPass:
             hits = repository.cached_verdicts(self.session, {c.key for c in climbs})
         counted: Counter[str] = Counter()
         answered: list[Item] = []
-        stored = False
         for climb in climbs:
             item = climb.item
             hit = hits.get(climb.key)
@@ -362,9 +374,6 @@ class LadderPass:
                 self.record(item, item.step, hit.model_copy(update={"cached": True}), climb.key)
                 answered.append(item)
                 continue
-            if not stored:  # a tier call's ledger row is an ORM row: its item goes first
-                self.session.flush()
-                stored = True
             units = get_tier(climb.tier).cost_class
             over = self.budgets.over(climb.tier, units)
             if over is not None:
@@ -432,10 +441,10 @@ class LadderPass:
     # ------------------------------------------------------------------ cost
 
     def _charge(self, item: Item, tier: str, units: float, *, cached: bool, audit: bool) -> None:
-        # A cache hit's row is final now (no tier will fill in its cost): written in bulk.
-        # A tier call's is filled in when its verdict comes, so it stays an ORM object.
-        make = repository.new_charge if cached else partial(repository.charge, self.session)
-        self._ledger[(item.id, item.step)] = entry = make(
+        # Written in bulk with the pass's other rows (`_write`). A tier call's row gets its
+        # CPU and wall time when the verdict comes: from the inline lane before it is written,
+        # from a tier task as a stored row (`runs.py` reads it back).
+        self._ledger[(item.id, item.step)] = entry = repository.new_charge(
             job_id=self.job.id,
             item_id=item.id,
             step=item.step,
@@ -447,8 +456,7 @@ class LadderPass:
             cached=cached,
             audit=audit,
         )
-        if cached:
-            self._new_charges.append(entry)
+        self._new_charges.append(entry)
         self.budgets.charged(tier, units)
 
     # ------------------------------------------------------------------ rewards

@@ -42,23 +42,25 @@ class VerdictView:
             components=verdict.components,
         )
 
-    def to_cel(self) -> dict[str, Any]:
+    def to_cel(self, components: bool = True) -> dict[str, Any]:
+        """The verdict as a CEL map; without `components` when the expression reads none."""
         score = _finite(self.score)
         uncertainty = _finite(self.uncertainty)
-        # Non-finite components are left out: reading one is an error, never a silent number.
-        components = {
-            str(k): float(v)
-            for k, v in self.components.items()
-            if isinstance(v, int | float) and math.isfinite(v)
-        }
-        return {
+        view: dict[str, Any] = {
             "status": self.status,
             "score": 0.0 if score is None else score,
             "uncertainty": 0.0 if uncertainty is None else uncertainty,
             "has_score": score is not None,
             "has_uncertainty": uncertainty is not None,
-            "components": components,
         }
+        if components:
+            # Non-finite components are left out: reading one is an error, never a number.
+            view["components"] = {
+                str(k): float(v)
+                for k, v in self.components.items()
+                if isinstance(v, int | float) and math.isfinite(v)
+            }
+        return view
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,11 +144,11 @@ class GateContext:
         """The same context with another audit draw (one per ladder step)."""
         return GateContext(verdicts=self.verdicts, item=self.item, audit=audit, group=self.group)
 
-    def _variable(self, name: str, tiers: frozenset[str] | None) -> Any:
+    def _variable(self, name: str, tiers: frozenset[str] | None, components: bool) -> Any:
         if name == "verdicts":
             if tiers is None:
-                return {t: v.to_cel() for t, v in self.verdicts.items()}
-            return {t: self.verdicts[t].to_cel() for t in tiers if t in self.verdicts}
+                return {t: v.to_cel(components) for t, v in self.verdicts.items()}
+            return {t: self.verdicts[t].to_cel(components) for t in tiers if t in self.verdicts}
         if name == "item":
             return self.item.to_cel()
         if name == "audit":
@@ -156,14 +158,18 @@ class GateContext:
         raise KeyError(name)
 
     def cel_env(
-        self, variables: frozenset[str], tiers: frozenset[str] | None, functions: bool
+        self,
+        variables: frozenset[str],
+        tiers: frozenset[str] | None,
+        functions: bool,
+        components: bool = True,
     ) -> cel.Context:
         """The CEL environment with only what an expression reads (conversion is the cost)."""
-        key = (variables, tiers, functions)
+        key = (variables, tiers, functions, components)
         env = self._envs.get(key)
         if env is None:
             env = cel.Context(
-                variables={name: self._variable(name, tiers) for name in variables},
+                variables={name: self._variable(name, tiers, components) for name in variables},
                 functions=FUNCTIONS if functions else None,
             )
             self._envs[key] = env

@@ -64,6 +64,10 @@ _TIER_INDEX = re.compile(r"""\bverdicts\s*\[\s*(?:'([^'\\]*)'|"([^"\\]*)")\s*\]"
 _TIER_FIELD = re.compile(r"\bverdicts\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)\b(?!\s*\()")
 _TIER_IN = re.compile(r"""(?:'([^'\\]*)'|"([^"\\]*)")\s+in\s+verdicts\b""")
 _VERDICTS_TOKEN = re.compile(r"\bverdicts\b")
+_TIER_SCALAR = re.compile(
+    r"""\bverdicts\s*(?:\[\s*(?:'[^'\\]*'|"[^"\\]*")\s*\]|\.\s*[A-Za-z_][A-Za-z0-9_]*)"""
+    r"\s*\.\s*(?:status|score|uncertainty|has_score|has_uncertainty)\b"
+)
 _STRING_LITERAL = re.compile(r"""'([^'\\]*)'|"([^"\\]*)\"""")
 _FIELD_AFTER = re.compile(r"\b(?:components|metadata)\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -97,6 +101,16 @@ def _literal(match: re.Match[str]) -> str:
     return match.group(1) if match.group(1) is not None else match.group(2)
 
 
+def reads_components(expr: str) -> bool:
+    """Whether an expression may read a verdict's components: false only when every use of
+    ``verdicts`` is a key test (``'x' in verdicts``) or names a tier and then one of its
+    scalar fields (``verdicts['x'].status``), so converting components would be wasted."""
+    if "components" in expr:
+        return True
+    safe = len(_TIER_SCALAR.findall(expr)) + len(_TIER_IN.findall(expr))
+    return safe != len(_VERDICTS_TOKEN.findall(expr))
+
+
 def referenced_tiers(expr: str) -> tuple[frozenset[str], bool]:
     """Tier names an expression names literally, and whether every use of ``verdicts`` does."""
     names: set[str] = set()
@@ -126,11 +140,13 @@ class CompiledExpr:
     #: The value of an expression that reads no variable (``true``), found once at compile
     #: time: a ladder's default gate costs no CEL environment per item.
     constant: tuple[Any] | None = None
+    #: False when it reads no verdict's components (see `reads_components`).
+    components: bool = True
 
     def _run(self, ctx: GateContext) -> Any:
         if self.constant is not None:
             return self.constant[0]
-        env = ctx.cel_env(self.variables, self.tiers, self.uses_functions)
+        env = ctx.cel_env(self.variables, self.tiers, self.uses_functions, self.components)
         try:
             return self.program.execute(env)
         except Exception as exc:  # the interpreter raises KeyError/TypeError/RuntimeError/...
@@ -206,6 +222,7 @@ def _compile_cached(expr: str, expect: ExpectKind) -> CompiledExpr:
         uses_functions=bool(functions & set(FUNCTIONS)),
         named_tiers=tiers,
         constant=constant,
+        components=reads_components(expr),
     )
 
 

@@ -18,6 +18,12 @@ def list_policies(session: Session) -> list[PolicyRecord]:
     return list(session.scalars(select(PolicyRecord).order_by(PolicyRecord.name)))
 
 
+def active_version(session: Session, name: str) -> int | None:
+    """A policy's active version; None if it has none or does not exist (no ORM object)."""
+    query = select(PolicyRecord.active_version).where(PolicyRecord.name == name)
+    return session.scalar(query)
+
+
 def get_version(session: Session, name: str, version: int) -> PolicyVersionRecord | None:
     return session.get(PolicyVersionRecord, (name, version))
 

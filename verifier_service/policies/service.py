@@ -85,14 +85,14 @@ _VERSIONS: dict[tuple[str, int], PolicyDocument] = {}
 def resolve(session: Session, name: str, version: int | None = None) -> ResolvedPolicy:
     """The given (default: active) version of a policy, parsed (cached per version)."""
     if version is None:
-        policy = repository.get_policy(session, name)
-        if policy is None or policy.active_version is None:
+        active = repository.active_version(session, name)
+        if active is None:
             available = ", ".join(p.name for p in repository.list_policies(session)) or "none"
             raise NotFoundError(
                 f"no active policy named {name!r}",
                 hint=f"policies available: {available}; create one with POST /v1/policies",
             )
-        version = policy.active_version
+        version = active
     document = _VERSIONS.get((name, version))
     if document is None:
         record = repository.get_version(session, name, version)
