@@ -273,6 +273,7 @@ class WebhookSettings(BaseModel):
             raise ValueError("webhooks.secret must hold 24 to 64 random bytes")
         return text
 
+
 class MetricsSettings(BaseModel):
     """Prometheus metrics and OpenTelemetry traces (see docs/observability.md)."""
 

@@ -16,7 +16,6 @@ PASSWORD = "correct horse battery staple"
 HOSTILE = "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'>"
 
 
-
 @pytest.fixture
 def reviewer(live_service: Service) -> str:
     name = f"rev-{uuid.uuid4().hex[:6]}"

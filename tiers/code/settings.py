@@ -105,8 +105,8 @@ class SandboxSettings(BaseModel):
     )
     language_pool_sizes: dict[str, int] = Field(
         default_factory=dict,
-        description="Per-family override of `language_pool_size`, e.g. {\"gcc\": 8, "
-        "\"java\": 0} (families: gcc, node, go, rust, java).",
+        description='Per-family override of `language_pool_size`, e.g. {"gcc": 8, '
+        '"java": 0} (families: gcc, node, go, rust, java).',
     )
     compile_max_timeout_s: float = Field(
         default=60.0, description="Largest compile time limit a payload or request may ask for."

@@ -1,6 +1,5 @@
 """CSRF tokens of the web pages: signed double-submit tokens."""
 
-
 from __future__ import annotations
 
 import hmac
@@ -21,7 +20,6 @@ KEY_PREFIX = "vsk_"
 KEY_PATTERN = re.compile(r"^vsk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
 LOCAL_ADMIN = "local-admin"
 _hasher = PasswordHasher()
-
 
 
 # --- CSRF --------------------------------------------------------------------------------------

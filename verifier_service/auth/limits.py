@@ -1,7 +1,6 @@
 """Limits kept in Redis: requests and items per minute per API key (and its cached principal),
 and the back-off of failed sign-ins per user and per address."""
 
-
 from __future__ import annotations
 
 import hashlib
@@ -27,7 +26,6 @@ KEY_PREFIX = "vsk_"
 KEY_PATTERN = re.compile(r"^vsk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
 LOCAL_ADMIN = "local-admin"
 _hasher = PasswordHasher()
-
 
 
 # --- rate limits -------------------------------------------------------------------------------

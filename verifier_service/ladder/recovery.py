@@ -101,9 +101,7 @@ def resend_held(client: redis.Redis, live: set[str]) -> set[str]:
     return handled
 
 
-def resend_lost(
-    settings: Settings, client: redis.Redis, alive: set[str], limit: int = 2000
-) -> int:
+def resend_lost(settings: Settings, client: redis.Redis, alive: set[str], limit: int = 2000) -> int:
     """Send again the tier work that no task will finish; how many items. Workers in `alive`
     count as alive: their claims are someone's (a live worker's, or a dead one's whose tasks
     were just sent again)."""

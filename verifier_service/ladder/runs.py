@@ -123,9 +123,7 @@ def resend_lost_work(
     return result
 
 
-def fail_tier_run(
-    session: Session, step: int, item_ids: Sequence[str], stop: Stop
-) -> LadderResult:
+def fail_tier_run(session: Session, step: int, item_ids: Sequence[str], stop: Stop) -> LadderResult:
     """End the items of a tier task that will never deliver (it kept failing or killing its
     worker): each gets its reward now, an infra_error that names the cause."""
     job_id = repository.job_of_items(session, item_ids)

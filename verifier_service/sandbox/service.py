@@ -146,9 +146,7 @@ def _response(outcome: RunOutcome, settings: SandboxSettings, memory_mb: int) ->
     if compile_result is not None and (
         compile_result.status is not CommandRunStatus.Finished or compile_result.return_code != 0
     ):  # SandboxFusion: a program that does not compile is Failed, with no run_result
-        return RunCodeResponse(
-            status=RunStatus.Failed, message="", compile_result=compile_result
-        )
+        return RunCodeResponse(status=RunStatus.Failed, message="", compile_result=compile_result)
     raw = dict(report.get("run") or {})
     program = report.get("program")
     if isinstance(program, dict):  # the run's own clock, without the compile's time

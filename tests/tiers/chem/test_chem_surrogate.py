@@ -252,7 +252,6 @@ def test_bad_config(tier: ChemSurrogateTier, config: dict[str, Any]) -> None:
         tier.validate_config(config)
 
 
-
 def test_salt_is_scored_on_its_largest_fragment(model_path: Path) -> None:
     # The fragment split off a salt carried no ring information: the model's ring descriptors
     # raised "RingInfo not initialized" and the item ended infra_error instead of being scored.
