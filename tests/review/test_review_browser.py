@@ -130,6 +130,9 @@ def test_judge_molecules_with_hotkeys_only(live_service: Service, page: Any) -> 
     page.keyboard.press("1")  # decision: make
     assert page.locator("fieldset[data-dim=makeable] input:checked").input_value() == "4"
     page.evaluate("window.stillThisDocument = true")
+    # A reviewer takes seconds over a task: by then the next one is preloaded (on a loaded CI
+    # machine the preload took over the page's 3 s wait once, and the page loaded it anew).
+    page.wait_for_selector("main.task-layout[data-next=ready]", timeout=30_000)
     page.keyboard.press("Control+Enter")
     # The next task comes up (preloaded while the first was judged): the other molecule.
     page.wait_for_function(
