@@ -16,6 +16,7 @@ own). Short form (CI-sized): the defaults. Longer: `--batches 20 --trainers 16`.
 
     .venv/bin/python bench/bench_load.py --layout embedded [--trainers 4] [--batches 4]
     .venv/bin/python bench/bench_load.py --layout postgres --json load.json
+    .venv/bin/python bench/bench_load.py --set VERIFIER_WORKER__TASK_ITEMS=128   # a setting
 """
 
 from __future__ import annotations
@@ -99,10 +100,11 @@ def _wait_ready(url: str, timeout: float = 120) -> None:
 
 
 @contextmanager
-def embedded() -> Iterator[Layout]:
+def embedded(settings: dict[str, str] | None = None) -> Iterator[Layout]:
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
         env.update(VERIFIER_DATA_DIR=tmp, VERIFIER_LOG_LEVEL="WARNING", OMP_NUM_THREADS="1")
+        env.update(settings or {})
         port = free_port()
         dev = _start(env, "dev", "--port", str(port), "--no-sandbox")
         try:
@@ -114,7 +116,7 @@ def embedded() -> Iterator[Layout]:
 
 
 @contextmanager
-def postgres(worker_concurrency: int) -> Iterator[Layout]:
+def postgres(worker_concurrency: int, settings: dict[str, str] | None = None) -> Iterator[Layout]:
     import psycopg
 
     name = f"verifier_load_{uuid.uuid4().hex[:8]}"
@@ -136,6 +138,7 @@ def postgres(worker_concurrency: int) -> Iterator[Layout]:
             VERIFIER_BROKER__URL=f"redis://127.0.0.1:{redis_port}/0",
             VERIFIER_AUTH__SECRET_KEY=uuid.uuid4().hex,
         )
+        env.update(settings or {})
         port = free_port()
         processes: list[subprocess.Popen[bytes]] = []
         try:
@@ -284,6 +287,11 @@ def main() -> None:
     parser.add_argument("--worker-concurrency", type=int, default=2, help="postgres layout")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="VERIFIER_X=VALUE",
+        help="a setting of the service under test (repeatable), e.g. "
+        "VERIFIER_WORKER__TASK_ITEMS=128",
+    )  # fmt: skip
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
@@ -299,7 +307,14 @@ def main() -> None:
         for _ in range(args.trainers)
     ]
     n_items = sum(len(b) for plan in plans for b in plan)
-    layout = embedded() if args.layout == "embedded" else postgres(args.worker_concurrency)
+    settings = dict(item.split("=", 1) for item in args.set)
+    if any(not key.startswith("VERIFIER_") for key in settings):
+        parser.error("--set takes VERIFIER_... settings")
+    layout = (
+        embedded(settings)
+        if args.layout == "embedded"
+        else postgres(args.worker_concurrency, settings)
+    )
     with layout as service, PeakRss(service.roots) as rss:
 
         async def run() -> float:

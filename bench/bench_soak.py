@@ -129,12 +129,18 @@ def main() -> None:
             continue
         (t0, first), (t1, last) = after[0], after[-1]
         growth = (last - first) / 2**20
+        # The second half alone: a cache filling to its bound grows early and then stops; a
+        # leak grows at the same pace in both halves.
+        middle = t0 + (t1 - t0) / 2
+        tm, at_middle = next(p for p in after if p[0] >= middle)
+        late = (last - at_middle) / 2**20
         processes[label] = {
             "rss_after_warmup_mb": round(first / 2**20, 1),
             "rss_end_mb": round(last / 2**20, 1),
             "peak_mb": round(max(r for _, r in points) / 2**20, 1),
             "growth_mb": round(growth, 1),
             "growth_mb_per_min": round(growth / max(t1 - t0, 1e-9) * 60, 2),
+            "second_half_mb_per_min": round(late / max(t1 - tm, 1e-9) * 60, 2),
         }
     figures: dict[str, Any] = {
         "layout": args.layout,
@@ -147,11 +153,15 @@ def main() -> None:
     }
     print(f"layout {args.layout}, {elapsed:.0f} s, {args.trainers} trainers, load {load}")
     print(f"items {tally.items} ({figures['items_per_s']}/s), errors {len(tally.errors)}")
-    print(f"{'process':24}{'after warm-up':>15}{'end':>10}{'peak':>10}{'growth':>10}{'MB/min':>10}")
+    print(
+        f"{'process':24}{'after warm-up':>15}{'end':>10}{'peak':>10}{'growth':>10}{'MB/min':>10}"
+        f"{'2nd half MB/min':>17}"
+    )
     for label, row in processes.items():
         print(
             f"{label:24}{row['rss_after_warmup_mb']:>15}{row['rss_end_mb']:>10}"
             f"{row['peak_mb']:>10}{row['growth_mb']:>10}{row['growth_mb_per_min']:>10}"
+            f"{row['second_half_mb_per_min']:>17}"
         )
     for line in tally.errors[:5]:
         print(f"  {line}")
