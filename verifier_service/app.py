@@ -23,6 +23,7 @@ from verifier_service.core.middleware import (
     WORKER_THREAD_STACK_BYTES,
     BodySizeLimit,
     JsonDepthLimit,
+    NulInUrl,
     RequestId,
 )
 from verifier_service.core.migrate import ensure_migrated
@@ -87,6 +88,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
         lifespan=lifespan,
     )
     app.add_middleware(JsonDepthLimit, max_depth=MAX_JSON_DEPTH)
+    app.add_middleware(NulInUrl)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_body_bytes)
     app.add_middleware(RequestId)
     app.add_middleware(HttpMetrics, templates=RouteTemplates(lambda: list(app_routes(app))))

@@ -158,6 +158,30 @@ def test_policy_paths_reject_what_no_policy_can_be_named(live_service: Service) 
 
 
 @pytest.mark.parametrize(
+    ("url", "where"),
+    [
+        # Found by the fuzz test: a 500 (PostgreSQL cannot compare a text holding NUL).
+        ("/v1/review/adjudications?queue=a%00b&limit=10", "query"),
+        ("/v1/review/adjudications?queue=%F2%8E%91%8B%C3%BA%1F%00", "query"),
+        ("/v1/jobs/abc%00def", "path"),
+        ("/v1/jobs/abc/cost?x=%00", "query"),
+    ],
+)
+def test_a_nul_anywhere_in_the_url_is_422(live_service: Service, url: str, where: str) -> None:
+    with live_service.client() as client:
+        response = client.get(url)
+    assert response.status_code == 422, response.text
+    assert response.json()["message"] == f"the URL's {where} holds a NUL character (%00)"
+
+
+def test_review_filters_reject_what_no_queue_can_be_named(live_service: Service) -> None:
+    with live_service.client() as client:
+        response = client.get("/v1/review/adjudications", params={"queue": "Not A Queue"})
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["loc"] == "query.queue"
+
+
+@pytest.mark.parametrize(
     ("payload", "where", "says"),
     [
         ({"code": "x = 1", "tests": ""}, "body.items[0].code.payload.tests", "at least 1"),

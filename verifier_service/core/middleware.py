@@ -121,6 +121,37 @@ class JsonDepthLimit:
         await self.app(scope, _replay(chunks, None, receive), send)
 
 
+class NulInUrl:
+    """Rejects a URL whose path or query holds a NUL character (%00) with a 422: no name, id
+    or filter of this API contains one, and PostgreSQL cannot even compare a text with one
+    (a route without a pattern for a parameter would answer 500)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            where = (
+                "path"
+                if "\x00" in scope.get("path", "")
+                else "query"
+                if b"%00" in scope.get("query_string", b"")
+                else None
+            )
+            if where is not None:
+                response = JSONResponse(
+                    {
+                        "error": "invalid_request",
+                        "message": f"the URL's {where} holds a NUL character (%00)",
+                        "hint": "no name, id or filter of this API contains one",
+                    },
+                    status_code=422,
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def _replay(chunks: list[bytes], last: Message | None, receive_more: Receive) -> Receive:
     """A receive() that hands out an already-read body, then what the client sends next."""
     pending: list[Message] = (

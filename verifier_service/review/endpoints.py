@@ -31,7 +31,10 @@ from verifier_service.review.schemas import (
 router = APIRouter(prefix="/v1/review", tags=["review"])
 
 T = TypeVar("T")
-QueueName = Annotated[str, Path(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")]
+QUEUE_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+QueueName = Annotated[str, Path(pattern=QUEUE_PATTERN)]
+#: A queue to filter by (what no queue can be named is a 422, not a lookup).
+QueueFilter = Annotated[str | None, Query(pattern=QUEUE_PATTERN, description="Only this queue.")]
 LeaseId = Annotated[str, Path(min_length=1, max_length=64)]
 ReviewerName = Annotated[str, Path(min_length=1, max_length=128)]
 
@@ -151,7 +154,7 @@ def queue_agreement(
 def list_adjudications(
     session: SessionDep,
     _: OperatorPrincipal,
-    queue: Annotated[str | None, Query(max_length=64)] = None,
+    queue: QueueFilter = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[AdjudicationView]:
     """Tasks whose reviewers disagreed, with every answer and the agreement."""
@@ -183,17 +186,13 @@ def unpause(reviewer: ReviewerName, principal: OperatorPrincipal) -> None:
 
 
 @router.get("/export.jsonl")
-def export_jsonl(
-    _: OperatorPrincipal, queue: Annotated[str | None, Query(max_length=64)] = None
-) -> StreamingResponse:
+def export_jsonl(_: OperatorPrincipal, queue: QueueFilter = None) -> StreamingResponse:
     """Every answer as JSON lines."""
     return StreamingResponse(export.jsonl(queue), media_type="application/x-ndjson")
 
 
 @router.get("/export.csv")
-def export_csv(
-    _: OperatorPrincipal, queue: Annotated[str | None, Query(max_length=64)] = None
-) -> StreamingResponse:
+def export_csv(_: OperatorPrincipal, queue: QueueFilter = None) -> StreamingResponse:
     """Every answer as CSV, one `value.<dimension>` column per rubric dimension."""
     return StreamingResponse(
         export.csv_rows(queue),
