@@ -307,9 +307,9 @@ def main() -> None:
         for _ in range(args.trainers)
     ]
     n_items = sum(len(b) for plan in plans for b in plan)
+    if any(not item.startswith("VERIFIER_") or "=" not in item for item in args.set):
+        parser.error("--set takes VERIFIER_NAME=VALUE")
     settings = dict(item.split("=", 1) for item in args.set)
-    if any(not key.startswith("VERIFIER_") for key in settings):
-        parser.error("--set takes VERIFIER_... settings")
     layout = (
         embedded(settings)
         if args.layout == "embedded"

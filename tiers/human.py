@@ -58,6 +58,10 @@ class Rubric(BaseModel):
         return self
 
 
+#: What a review queue can be named.
+QUEUE_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+
+
 class ReviewConfig(BaseModel):
     """The config of a `human` ladder step: where items go and how people judge them."""
 
@@ -65,7 +69,7 @@ class ReviewConfig(BaseModel):
 
     queue: str = Field(
         default="default",
-        pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$",
+        pattern=QUEUE_PATTERN,
         description="Review queue the items join.",
     )
     guidelines: str = Field(default="", description="Markdown instructions shown to reviewers.")

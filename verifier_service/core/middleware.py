@@ -131,13 +131,11 @@ class NulInUrl:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            where = (
-                "path"
-                if "\x00" in scope.get("path", "")
-                else "query"
-                if b"%00" in scope.get("query_string", b"")
-                else None
-            )
+            where = None
+            if "\x00" in scope.get("path", ""):  # the path arrives decoded
+                where = "path"
+            elif b"%00" in scope.get("query_string", b""):  # the query as sent
+                where = "query"
             if where is not None:
                 response = JSONResponse(
                     {

@@ -151,9 +151,7 @@ def submit(
     session.add_all(stored)
     ladder = LadderPass(session, job, policy)
     ladder.new_items(leaves)
-    result = ladder.advance(leaves, write=runs_here is None)
-    if runs_here is not None:
-        result = ladder.run_here(runs_here)
+    result = ladder.advance(leaves) if runs_here is None else ladder.advance_here(leaves, runs_here)
     verdicts = {i.id: ladder.verdicts_of(i.id) for i in leaves}
     return Submission(job, result, True, request.deadline_s, stored, verdicts)
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
 from verifier_service.ladder import repository
-from verifier_service.ladder.models import CostLedgerEntry, Job
+from verifier_service.ladder.models import Job
 from verifier_service.ladder.states import Stop, StopKind
 from verifier_service.policies.schemas import BudgetSpec
 
@@ -16,20 +15,11 @@ from verifier_service.policies.schemas import BudgetSpec
 class BudgetBook:
     """Spending of one job and its principal, read once per tier and kept up to date in a pass."""
 
-    def __init__(
-        self,
-        session: Session,
-        job: Job,
-        budgets: BudgetSpec,
-        now: datetime,
-        unwritten: Sequence[CostLedgerEntry] = (),
-    ) -> None:
+    def __init__(self, session: Session, job: Job, budgets: BudgetSpec, now: datetime) -> None:
         self.session = session
         self.job = job
         self.budgets = budgets
         self.now = now
-        # This pass's ledger rows not yet written (all of this job and principal): they count.
-        self.unwritten = unwritten
         self._spent: dict[tuple[str, str], float] = {}
 
     def charged(self, tier: str, units: float) -> None:
@@ -60,10 +50,12 @@ class BudgetBook:
         return None
 
     def _read(self, scope: str, tier: str) -> float:
-        self.session.flush()  # rows changed in the session count as they are now
-        pending = sum(e.cost_units for e in self.unwritten if e.tier == tier)
+        # What is stored, with the session's changes to stored ledger rows (a duplicate's
+        # entry set to cost nothing). The pass's new ledger rows are written at its end, but
+        # none is for `tier` yet: every tier call's charge is checked here first, and from the
+        # first read on `charged` adds them.
+        self.session.flush()
         if scope == "job":
-            return pending + repository.spent_by_job(self.session, self.job.id, tier)
+            return repository.spent_by_job(self.session, self.job.id, tier)
         since = self.now - timedelta(hours=1)
-        spent = repository.spent_by_principal_since(self.session, self.job.principal, tier, since)
-        return pending + spent
+        return repository.spent_by_principal_since(self.session, self.job.principal, tier, since)

@@ -69,32 +69,35 @@ class LadderPass:
         self.doc: PolicyDocument = policy.document
         self.now = utcnow()
         self.result = LadderResult()
-        # Rows made by this pass (verdicts, ledger rows), written with one statement per
-        # table by `_write` instead of one ORM object each.
-        self._new_verdicts: list[VerdictRecord] = []
-        self._new_charges: list[CostLedgerEntry] = []
-        self.budgets = BudgetBook(session, job, self.doc.budgets, self.now, self._new_charges)
+        self.budgets = BudgetBook(session, job, self.doc.budgets, self.now)
         self._verdicts: dict[str, list[VerdictRecord]] = {}
         self._dispatch: dict[tuple[str, str, int], list[str]] = defaultdict(list)
         self._woken: dict[str, Item] = {}
         self.gates = StepGates(session, job, self._records, self._load_verdicts, self._wake)
         self._items: dict[str, Item] = {}
-        # Cache key and candidate of each item this pass sent to a tier (for run_here).
+        # Cache key and candidate of each item this pass sent to a tier (for advance_here).
         self._sent: dict[str, tuple[str, Candidate]] = {}
         self._ledger: dict[tuple[str, int], CostLedgerEntry] = {}
         # Items this pass handed to a deferred tier (people), by (tier, kind, step).
         self._deferred: dict[tuple[str, str, int], list[Item]] = defaultdict(list)
         # While set: trajectories whose steps were revised, recomposed once at the end.
         self._held_parents: set[str] | None = None
+        # Rows made by this pass (verdicts, ledger rows), written with one statement per
+        # table by `_write` instead of one ORM object each.
+        self._new_verdicts: list[VerdictRecord] = []
+        self._new_charges: list[CostLedgerEntry] = []
 
     # ------------------------------------------------------------------ entry points
 
-    def advance(self, items: Iterable[Item], *, write: bool = True) -> LadderResult:
-        """Move each item as far up its ladder as it can go without waiting on a tier.
+    def advance(self, items: Iterable[Item]) -> LadderResult:
+        """Move each item as far up its ladder as it can go without waiting on a tier."""
+        self._move(items)
+        self._write()
+        self._send_deferred()
+        return self.result
 
-        With `write=False` the rows the pass made stay unwritten (new items too) until a later
-        call writes them: `run_here` writes once, after the inline lane's tiers answered.
-        """
+    def _move(self, items: Iterable[Item]) -> None:
+        """`advance` without writing: the rows it makes wait in the pass."""
         round_ = list({i.id: i for i in items}.values())
         self._items.update((i.id, i) for i in round_)
         self._load_verdicts(round_)
@@ -107,10 +110,6 @@ class LadderPass:
             for chunk in self._chunks(ids):
                 self.result.dispatches.append(Dispatch(tier, kind, step, chunk))
         self._dispatch.clear()
-        if write:
-            self._write()
-            self._send_deferred()
-        return self.result
 
     def _write(self) -> None:
         """Write the rows this pass made so far, its new items (and job) first: the rows, and
@@ -118,8 +117,7 @@ class LadderPass:
         if self.session.new:
             self.session.flush()
         verdicts, self._new_verdicts = self._new_verdicts, []
-        charges = list(self._new_charges)
-        self._new_charges.clear()  # the same list: the budget book reads what is pending
+        charges, self._new_charges = self._new_charges, []
         repository.insert_verdicts(self.session, verdicts)
         repository.insert_charges(self.session, charges)
 
@@ -147,16 +145,17 @@ class LadderPass:
         for item in items:
             self._verdicts.setdefault(item.id, [])
 
-    def run_here(self, runs_here: Callable[[str], bool]) -> LadderResult:
-        """Run the pending work of tiers that `runs_here` accepts now, in this transaction.
+    def advance_here(self, items: Iterable[Item], runs_here: Callable[[str], bool]) -> LadderResult:
+        """`advance`, running the work of tiers that `runs_here` accepts now, in this
+        transaction.
 
         The inline lane of small waiting requests: their fast-tier work (milliseconds) runs in
         the caller's process and transaction instead of a round trip through the broker, with
         the same verdicts, cache and ledger as a tier task. Work of other tiers stays in the
         result, for the caller to enqueue after commit. The pass's rows (new items and job
-        included, in the state they end in) are written once, at the end: call `advance` with
-        `write=False` first.
+        included, in the state they end in) are written once, at the end.
         """
+        self._move(items)
         while here := [d for d in self.result.dispatches if runs_here(d.tier)]:
             self.result.dispatches = [d for d in self.result.dispatches if d not in here]
             for work in here:
@@ -173,9 +172,7 @@ class LadderPass:
                 verdicts = execute(run)
                 with self.session.no_autoflush:  # new items are written once, below
                     self.store(run, verdicts, items, set(), ledger)
-            self.advance(
-                (i for i in self._items.values() if i.state == ItemState.climbing), write=False
-            )
+            self._move(i for i in self._items.values() if i.state == ItemState.climbing)
         self._write()
         self._send_deferred()
         return self.result

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Header, Path, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
+from tiers.human import QUEUE_PATTERN
 from verifier_service.auth.deps import OperatorPrincipal, ReviewerPrincipal
 from verifier_service.core.db import transaction, with_retries
 from verifier_service.core.deps import PRINTABLE, SessionDep
@@ -31,7 +32,6 @@ from verifier_service.review.schemas import (
 router = APIRouter(prefix="/v1/review", tags=["review"])
 
 T = TypeVar("T")
-QUEUE_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 QueueName = Annotated[str, Path(pattern=QUEUE_PATTERN)]
 #: A queue to filter by (what no queue can be named is a 422, not a lookup).
 QueueFilter = Annotated[str | None, Query(pattern=QUEUE_PATTERN, description="Only this queue.")]

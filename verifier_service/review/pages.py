@@ -16,6 +16,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 from starlette.datastructures import FormData
 
+from tiers.human import QUEUE_PATTERN
 from verifier_service.auth import csrf
 from verifier_service.auth.deps import CSRF_COOKIE, PUBLIC, ReviewerPrincipal
 from verifier_service.auth.forms import ReviewerForm
@@ -33,7 +34,7 @@ templates = Jinja2Templates(directory=[HERE / "templates", AUTH_TEMPLATES])
 templates.env.filters["markdown_inline"] = render.markdown_inline
 pages = APIRouter(tags=["review pages"], include_in_schema=False)
 
-QueueName = Annotated[str, Path(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$", description="A queue.")]
+QueueName = Annotated[str, Path(pattern=QUEUE_PATTERN, description="A queue.")]
 LeaseId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="A lease's id.")]
 CSP = (
     "default-src 'none'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
