@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import Table, column, func, insert, or_, select, table, text
 from sqlalchemy.orm import Session
 
-from verifier_service.core.db import utcnow
+from verifier_service.core.db import row_values, utcnow
 from verifier_service.events.models import JobCallback, JobEvent, WebhookAttempt, WebhookDelivery
 
 #: The jobs table, as far as events read it (its ORM model belongs to the ladder, above us).
@@ -36,7 +36,7 @@ def append(session: Session, events: Sequence[JobEvent]) -> None:
     events_table = JobEvent.__table__
     assert isinstance(events_table, Table)
     columns = [c.key for c in events_table.columns if c.key != "id"]
-    rows = [{key: getattr(event, key) for key in columns} for event in events]
+    rows = [row_values(event, columns) for event in events]
     for row in rows:
         if row["created_at"] is None:
             row["created_at"] = utcnow()

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from verifier_service.auth.schemas import AuthenticatedPrincipal
-from verifier_service.core.db import utcnow
+from verifier_service.core.db import plain_row, utcnow
 from verifier_service.core.errors import InvalidRequestError, NotFoundError
 from verifier_service.core.outbox import OutboxMessage
 from verifier_service.events import repository
@@ -84,9 +84,9 @@ def record(session: Session, drafts: Sequence[EventDraft]) -> list[OutboxMessage
         return []
     now = utcnow()
     rows = [
-        JobEvent(
-            job_id=d.job_id, principal=d.principal, kind=d.kind, item_index=d.item_index,
-            revision=d.revision, data=d.data, created_at=now,
+        plain_row(
+            JobEvent, id=None, job_id=d.job_id, principal=d.principal, kind=d.kind,
+            item_index=d.item_index, revision=d.revision, data=d.data, created_at=now,
         )
         for d in drafts
     ]  # fmt: skip

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from tiers.base import stable_json
 from tiers.registry import get_tier
-from verifier_service.core.db import utcnow
+from verifier_service.core.db import plain_row, utcnow
 from verifier_service.core.errors import ConflictError, InvalidRequestError, NotFoundError
 from verifier_service.core.notify import sync_client
 from verifier_service.core.presence import live_workers, paused_now
@@ -166,7 +166,8 @@ def _item(
 ) -> Item:
     metadata = candidate.get("metadata") or {}
     group = metadata.get("group") if parent_id is None else None
-    return Item(
+    return plain_row(
+        Item,
         id=new_id(),
         job_id=job_id,
         index=index,
@@ -178,6 +179,12 @@ def _item(
         group_key=None if group is None else str(group),
         state="climbing",
         step=0,
+        reward=None,
+        finished_at=None,
+        dispatched_at=None,
+        claimed_by=None,
+        claimed_at=None,
+        dispatches=0,
     )
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from tiers.base import Verdict
-from verifier_service.core.db import utcnow
+from verifier_service.core.db import plain_row, row_values, utcnow
 from verifier_service.ladder.models import (
     CostLedgerEntry,
     Item,
@@ -139,7 +139,8 @@ def add_verdict(
 
 def new_verdict(item_id: str, step: int, verdict: Verdict, cache_key: str | None) -> VerdictRecord:
     """A verdict row, not yet in the session: `insert_verdicts` writes many in one statement."""
-    record = VerdictRecord(
+    record = plain_row(
+        VerdictRecord,
         id=new_id(),
         item_id=item_id,
         step=step,
@@ -174,7 +175,7 @@ def _table(model: type[Any]) -> Table:
 
 
 def _row(model: type[Any], obj: Any) -> dict[str, Any]:
-    return {column.key: getattr(obj, column.key) for column in _table(model).columns}
+    return row_values(obj, _table(model).columns.keys())
 
 
 #: Rows already converted (or made from a verdict): reward composition and gates read each
@@ -258,7 +259,7 @@ def put_cache(session: Session, verdicts: Mapping[str, Verdict]) -> None:
 def new_charge(**fields: Any) -> CostLedgerEntry:
     """A ledger row, not yet in the session: `insert_charges` writes many in one statement."""
     defaults = {"id": new_id(), "cpu_s": 0.0, "wall_s": 0.0, "created_at": utcnow()}
-    return CostLedgerEntry(**(defaults | fields))
+    return plain_row(CostLedgerEntry, **(defaults | fields))
 
 
 def insert_charges(session: Session, entries: Sequence[CostLedgerEntry]) -> None:
