@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import ColumnElement, Table, and_, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Table, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -267,6 +267,44 @@ def insert_charges(session: Session, entries: Sequence[CostLedgerEntry]) -> None
         session.execute(
             insert(_table(CostLedgerEntry)), [_row(CostLedgerEntry, e) for e in entries]
         )
+
+
+def pending_charges(item_ids: Iterable[str], step: int) -> dict[str, CostLedgerEntry]:
+    """Stand-ins for the stored ledger rows of items at a step, for a tier's verdicts to fill
+    in (`LadderPass.store`) and `update_charges` to write: no row is read."""
+    unset = {"cached": None, "cost_units": None, "cpu_s": None, "wall_s": None}
+    return {
+        item_id: plain_row(CostLedgerEntry, item_id=item_id, step=step, **unset)
+        for item_id in item_ids
+    }
+
+
+def update_charges(session: Session, entries: Iterable[CostLedgerEntry]) -> None:
+    """Write what verdicts filled into `pending_charges` stand-ins: a tier call's CPU and wall
+    time, or a duplicate's charge dropped (it rode on another item's call). One statement per
+    kind of change, by (item, step)."""
+    table = _table(CostLedgerEntry)
+    where = (table.c.item_id == bindparam("b_item"), table.c.step == bindparam("b_step"))
+    timed = [
+        {"b_item": e.item_id, "b_step": e.step, "b_cpu": e.cpu_s, "b_wall": e.wall_s}
+        for e in entries
+        if e.cpu_s is not None
+    ]
+    riders = [{"b_item": e.item_id, "b_step": e.step} for e in entries if e.cached]
+    if timed:
+        times = (
+            update(table).where(*where).values(cpu_s=bindparam("b_cpu"), wall_s=bindparam("b_wall"))
+        )
+        session.execute(times, timed)
+    if riders:
+        session.execute(update(table).where(*where).values(cached=True, cost_units=0.0), riders)
+
+
+def claim(session: Session, item_ids: Sequence[str], worker: str, now: datetime) -> None:
+    """Note that `worker` took the tier work of these items (one statement)."""
+    if item_ids:
+        query = update(_table(Item)).where(_table(Item).c.id.in_(list(item_ids)))
+        session.execute(query.values(claimed_by=worker, claimed_at=now))
 
 
 def ledger_entries(session: Session, item_ids: Sequence[str], step: int) -> list[CostLedgerEntry]:

@@ -31,10 +31,8 @@ def prepare_tier_run(
     items = _running(session, item_ids, step)
     if not items:
         return None
-    if worker is not None:
-        now = utcnow()
-        for item in items:
-            item.claimed_by, item.claimed_at = worker[:255], now
+    if worker is not None:  # a Core update: these objects are not written again
+        repository.claim(session, [i.id for i in items], worker[:255], utcnow())
     job = session.get(Job, items[0].job_id)
     assert job is not None
     policy = resolve(session, job.policy_name, job.policy_version)
@@ -60,10 +58,9 @@ def record_tier_run(
     ladder = LadderPass(session, job, resolve(session, job.policy_name, job.policy_version))
     items = _running(session, item_ids, run.step)
     already = repository.existing_verdict_steps(session, [i.id for i in items], run.step)
-    ledger = {
-        e.item_id: e for e in repository.ledger_entries(session, [i.id for i in items], run.step)
-    }
+    ledger = repository.pending_charges((i.id for i in items), run.step)
     ladder.store(run, verdicts, items, already, ledger)
+    repository.update_charges(session, ledger.values())
     return ladder.advance(i for i in items if i.state == ItemState.climbing)
 
 
