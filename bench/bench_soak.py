@@ -10,6 +10,7 @@ the warm-up; what grows after it, under steady load, is a leak.
     .venv/bin/python bench/bench_soak.py                       # 10 minutes, embedded default
     .venv/bin/python bench/bench_soak.py --duration 30         # the short form
     .venv/bin/python bench/bench_soak.py --layout postgres --json soak.json
+    .venv/bin/python bench/bench_soak.py --env MALLOC_ARENA_MAX=2   # glibc's malloc arenas
 """
 
 from __future__ import annotations
@@ -111,11 +112,23 @@ def main() -> None:
     parser.add_argument("--worker-concurrency", type=int, default=2, help="postgres layout")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE",
+        help="an environment variable of the service's processes (repeatable), e.g. "
+        "MALLOC_ARENA_MAX=2 or VERIFIER_API__INLINE_MAX_ITEMS=0",
+    )  # fmt: skip
     args = parser.parse_args()
+    if any("=" not in item for item in args.env):
+        parser.error("--env takes NAME=VALUE")
+    environment = dict(item.split("=", 1) for item in args.env)
 
     tally = Tally()
     load_before = os.getloadavg()
-    layout = embedded() if args.layout == "embedded" else postgres(args.worker_concurrency)
+    layout = (
+        embedded(environment)
+        if args.layout == "embedded"
+        else postgres(args.worker_concurrency, environment)
+    )
     with layout as service, RssSamples(service.roots, args.every) as rss:
         started = time.perf_counter()
         asyncio.run(soak(service.url, service.headers, args, tally))
@@ -144,6 +157,7 @@ def main() -> None:
         }
     figures: dict[str, Any] = {
         "layout": args.layout,
+        "environment": environment,
         "duration_s": round(elapsed, 1),
         "load_average": load,
         "items": tally.items,
@@ -152,6 +166,8 @@ def main() -> None:
         "processes": processes,
     }
     print(f"layout {args.layout}, {elapsed:.0f} s, {args.trainers} trainers, load {load}")
+    if environment:
+        print("environment: " + " ".join(f"{k}={v}" for k, v in environment.items()))
     print(f"items {tally.items} ({figures['items_per_s']}/s), errors {len(tally.errors)}")
     print(
         f"{'process':24}{'after warm-up':>15}{'end':>10}{'peak':>10}{'growth':>10}{'MB/min':>10}"

@@ -211,8 +211,9 @@ def cached_verdicts(session: Session, keys: Iterable[str]) -> dict[str, Verdict]
     keys = list(set(keys))
     if not keys:
         return {}
-    rows = session.scalars(select(VerdictCacheEntry).where(VerdictCacheEntry.key.in_(keys)))
-    return {row.key: Verdict.model_validate(row.verdict) for row in rows}
+    table = _table(VerdictCacheEntry)  # two columns, no ORM rows
+    rows = session.execute(select(table.c.key, table.c.verdict).where(table.c.key.in_(keys)))
+    return {key: Verdict.model_validate(verdict) for key, verdict in rows}
 
 
 def count_cache_hits(session: Session, hits: Mapping[str, int]) -> None:
