@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from verifier_service.events import service as events
@@ -15,6 +17,28 @@ class Dispatch:
     kind: str
     step: int
     item_ids: tuple[str, ...]
+
+
+def chunks(
+    ids: Sequence[str], key_of: Callable[[str], str], most: int
+) -> Iterator[tuple[str, ...]]:
+    """Items of one tier step in tasks of about even size, at most about `most` (the
+    `worker.task_items` setting: a trainer's large batch is taken by several worker processes
+    at once, while a small job stays one task and waits behind at most a few of these chunks);
+    items with the same cache key (`key_of`) stay in one task (the first's work answers the
+    rest)."""
+    by_key: dict[str, list[str]] = defaultdict(list)
+    for item_id in ids:
+        by_key[key_of(item_id)].append(item_id)
+    size = -(-len(ids) // -(-len(ids) // most))
+    chunk: list[str] = []
+    for same in by_key.values():
+        chunk.extend(same)
+        if len(chunk) >= size:
+            yield tuple(chunk)
+            chunk = []
+    if chunk:
+        yield tuple(chunk)
 
 
 @dataclass

@@ -10,7 +10,7 @@ read once for all of them; items answered from the cache go round again at their
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
@@ -25,7 +25,7 @@ from verifier_service.ladder.deferred import Closing, DeferredWork, handler_for
 from verifier_service.ladder.execute import TierRun, candidate_of, execute, item_cache_key
 from verifier_service.ladder.gating import StepGates
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
-from verifier_service.ladder.results import Dispatch, LadderResult
+from verifier_service.ladder.results import Dispatch, LadderResult, chunks
 from verifier_service.ladder.rewards import leaf_reward, trajectory_reward
 from verifier_service.ladder.schemas import Reward, RewardStatus
 from verifier_service.ladder.states import (
@@ -107,7 +107,8 @@ class LadderPass:
             woken, self._woken = list(self._woken.values()), {}
             round_ = list({i.id: i for i in [*again, *woken] if i.state in OPEN}.values())
         for (tier, kind, step), ids in self._dispatch.items():
-            for chunk in self._chunks(ids):
+            most = get_settings().worker.task_items
+            for chunk in chunks(ids, lambda item_id: self._sent[item_id][0], most):
                 self.result.dispatches.append(Dispatch(tier, kind, step, chunk))
         self._dispatch.clear()
 
@@ -120,25 +121,6 @@ class LadderPass:
         charges, self._new_charges = self._new_charges, []
         repository.insert_verdicts(self.session, verdicts)
         repository.insert_charges(self.session, charges)
-
-    def _chunks(self, ids: Sequence[str]) -> Iterator[tuple[str, ...]]:
-        """Items of one tier step in tasks of about even size, at most about `task_items` (the
-        setting: a trainer's large batch is taken by several worker processes at once, while a
-        small job stays one task and waits behind at most a few of these chunks);
-        items with the same cache key stay in one task (the first's work answers the rest)."""
-        by_key: dict[str, list[str]] = defaultdict(list)
-        for item_id in ids:
-            by_key[self._sent[item_id][0]].append(item_id)
-        most = get_settings().worker.task_items
-        size = -(-len(ids) // -(-len(ids) // most))
-        chunk: list[str] = []
-        for same in by_key.values():
-            chunk.extend(same)
-            if len(chunk) >= size:
-                yield tuple(chunk)
-                chunk = []
-        if chunk:
-            yield tuple(chunk)
 
     def new_items(self, items: Iterable[Item]) -> None:
         """Items this transaction just created: known to have no verdicts, nothing to query."""
