@@ -353,6 +353,13 @@ class Settings(BaseSettings):
         "batch about a quarter of its CPU); what a process imported at start is frozen out of "
         "collections. 0 keeps Python's defaults.",
     )
+    cache_key_memo: int = Field(
+        default=65536,
+        ge=0,
+        description="Verdict-cache keys each API and worker process remembers (least recently "
+        "used out; about 250 bytes each, 16 MB when full): a resampled candidate's key needs "
+        "no new parse of its payload. 0 turns the memo off.",
+    )
     log_json: bool = Field(
         default=False,
         description="Render the service's structured logs as one JSON object per line (with "

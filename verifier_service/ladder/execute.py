@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from tiers.base import Candidate, Verdict, VerdictStatus, config_hash, stable_json
 from tiers.registry import get_tier
 from verifier_service.ladder.models import Item
+from verifier_service.settings import get_settings
 
 
 def cache_key(tier_name: str, tier_version: str, config: dict[str, object], canonical: str) -> str:
@@ -37,8 +38,7 @@ class _KeyMemo:
     recently used out); entries are digests, so a large code payload costs no memory here.
     """
 
-    def __init__(self, size: int) -> None:
-        self.size = size
+    def __init__(self) -> None:
         self._keys: OrderedDict[bytes, str] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -49,14 +49,14 @@ class _KeyMemo:
                 self._keys.move_to_end(digest)
             return key
 
-    def put(self, digest: bytes, key: str) -> None:
+    def put(self, digest: bytes, key: str, size: int) -> None:
         with self._lock:
             self._keys[digest] = key
-            while len(self._keys) > self.size:
+            while len(self._keys) > size:
                 self._keys.popitem(last=False)
 
 
-_MEMO = _KeyMemo(65536)
+_MEMO = _KeyMemo()
 
 
 def item_cache_key(tier_name: str, config: dict[str, object], item: Item) -> str:
@@ -73,7 +73,7 @@ def item_cache_key(tier_name: str, config: dict[str, object], item: Item) -> str
     key = _MEMO.get(digest)
     if key is None:
         key = keyed_candidate(tier_name, config, item)[0]
-        _MEMO.put(digest, key)
+        _MEMO.put(digest, key, get_settings().cache_key_memo)
     return key
 
 

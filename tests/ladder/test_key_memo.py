@@ -1,0 +1,39 @@
+"""Verdict-cache keys come out the same whatever the per-process key memo holds: full, evicting
+at its bound (`VERIFIER_CACHE_KEY_MEMO`), or turned off."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from verifier_service.ladder.execute import item_cache_key, keyed_candidate
+from verifier_service.ladder.models import Item
+from verifier_service.settings import get_settings
+
+SMILES = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "OCC(O)CO"]
+
+
+@pytest.fixture
+def memo(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[None]:
+    monkeypatch.setenv("VERIFIER_CACHE_KEY_MEMO", str(request.param))
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def _item(smiles: str, metadata: dict[str, str] | None = None) -> Item:
+    payload = {"kind": "molecule", "payload": {"smiles": smiles}, "metadata": metadata}
+    return Item(id=smiles, candidate=payload)
+
+
+@pytest.mark.parametrize("memo", [0, 2, 65536], indirect=True)
+def test_keys_match_a_fresh_derivation(memo: None) -> None:
+    config: dict[str, object] = {"max_heavy_atoms": 60}
+    expected = {s: keyed_candidate("chem.fast", config, _item(s))[0] for s in SMILES}
+    for _ in range(3):  # the memo fills, evicts (bound 2) and answers from what it kept
+        for smiles in SMILES:
+            assert item_cache_key("chem.fast", config, _item(smiles)) == expected[smiles]
+    # Metadata plays no part in a verdict, so none in its key; the config does.
+    assert item_cache_key("chem.fast", config, _item("CCO", {"group": "g"})) == expected["CCO"]
+    assert item_cache_key("chem.fast", {}, _item("CCO")) != expected["CCO"]
