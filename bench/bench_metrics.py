@@ -8,7 +8,7 @@ machine; every molecule is sent once (no verdict cache hits). With metrics on, e
 (verdicts, tier durations, cache misses, gate decisions, cost, rewards) into prometheus-client's
 multiprocess files, and one /metrics render per round adds them up as a scrape would.
 
-    .venv/bin/python bench/bench_metrics.py [--rounds 10] [--jobs 8] [--batch 32]
+    .venv/bin/python bench/bench_metrics.py [--rounds 10] [--jobs 8] [--batch 32] [--json m.json]
 
 Prints items/s for each setting and the ratio (target: metrics cost at most 2%).
 """
@@ -16,6 +16,7 @@ Prints items/s for each setting and the ratio (target: metrics cost at most 2%).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -33,6 +34,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=8, help="jobs per round")
     parser.add_argument("--batch", type=int, default=32, help="molecules per job")
     parser.add_argument("--database-url", default=None)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-metrics-"))
@@ -104,6 +106,22 @@ def main() -> None:
         f"of an item's {1e6 / off_rate:.0f} us at the off rate (less noisy than the ratio on a "
         "shared machine)"
     )
+    if args.json:
+        figures = {
+            "database": settings.database_url.split("://")[0],
+            "rounds_per_setting": args.rounds,
+            "molecules_per_round": per_round,
+            "metrics_off_items_per_s": round(off_rate, 1),
+            "metrics_on_items_per_s": round(on_rate, 1),
+            "rounds_off_items_per_s": [round(v, 1) for v in rates[False]],
+            "rounds_on_items_per_s": [round(v, 1) for v in rates[True]],
+            "on_off_ratio": round(on_rate / off_rate, 4),
+            "cost_pct": round(100 * (1 - on_rate / off_rate), 2),
+            "hooks_us_per_item": round(per_item, 1),
+            "item_us_at_off_rate": round(1e6 / off_rate),
+            "hooks_pct_of_item": round(100 * per_item * 1e-6 * off_rate, 2),
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
 
 def hooks_us_per_item(n: int = 20_000) -> float:

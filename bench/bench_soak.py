@@ -137,7 +137,9 @@ def main() -> None:
     warm_at = args.warmup * args.duration
     processes: dict[str, dict[str, float]] = {}
     for label, points in sorted(rss.samples.items()):
-        after = [p for p in points if p[0] >= warm_at]
+        # A process that started during the run (a worker's pool process) warms up for as
+        # long from its own start: its imports are not growth.
+        after = [p for p in points if p[0] >= max(warm_at, points[0][0] + warm_at)]
         if len(after) < 2:
             continue
         (t0, first), (t1, last) = after[0], after[-1]

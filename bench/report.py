@@ -7,9 +7,15 @@ PostgreSQL server) is skipped with the reason printed and written. The figures c
 benchmark's `--json` output; each table says how they were measured, the command, and the
 target the issues hold them to.
 
-    .venv/bin/python bench/report.py                  # short forms, ~15 minutes on 2 cores
+The results are kept next to the page (docs/BENCHMARKS.json), written with it. With
+`--keep-others`, the sections of the benchmarks not run this time are taken from that file, so
+`--only` refreshes some sections of the page and keeps the others; the page's header says which
+run wrote which section. `--render FILE` writes the page from such a file and runs nothing.
+
+    .venv/bin/python bench/report.py                  # short forms, ~20 minutes on 2 cores
     .venv/bin/python bench/report.py --full           # long forms
     .venv/bin/python bench/report.py --only load,faults --out /tmp/B.md
+    .venv/bin/python bench/report.py --only throughput,latency --keep-others
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import ast
 import json
 import os
 import platform
+import shlex
 import shutil
 import socket
 import subprocess
@@ -47,15 +54,32 @@ class Spec:
 
 
 LONG_LOAD = ["--batches", "20", "--trainers", "16"]
+ONE_TRAINER = "--layout embedded --trainers 1 --min-batch 256 --max-batch 256".split()
+PG = ("postgres", "redis")  # bench_load's postgres layout: a PostgreSQL server, a redis-server
 SPECS: dict[str, dict[str, Spec]] = {
     "bench_load": {
         "embedded": Spec(["--layout", "embedded"], ["--layout", "embedded", *LONG_LOAD]),
-        "postgres": Spec(
-            ["--layout", "postgres"], ["--layout", "postgres", *LONG_LOAD], ("postgres", "redis")
-        ),
+        "postgres": Spec(["--layout", "postgres"], ["--layout", "postgres", *LONG_LOAD], PG),
+        "one-trainer": Spec([*ONE_TRAINER, "--batches", "6"], [*ONE_TRAINER, "--batches", "20"]),
     },
     "bench_faults": {"": Spec(["--short"], [], ("postgres", "pg_createcluster", "redis"), 2400)},
-    "bench_latency": {"": Spec(["--n", "100", "--api-key"], ["--n", "400", "--api-key"])},
+    "bench_latency": {
+        "embedded": Spec(["--n", "100", "--api-key"], ["--n", "400", "--api-key"]),
+        "postgres": Spec(
+            ["--layout", "postgres", "--n", "100"], ["--layout", "postgres", "--n", "400"], PG
+        ),
+    },
+    "bench_throughput": {
+        "sqlite": Spec(["--layout", "sqlite"], ["--layout", "sqlite", "--repeats", "10"]),
+        "postgres": Spec(
+            ["--layout", "postgres"], ["--layout", "postgres", "--repeats", "10"], ("postgres",)
+        ),
+    },
+    "bench_soak": {"": Spec(["--duration", "120"], [])},  # the long form: 600 s, its default
+    # bench_metrics' default rounds need more molecules than RDKit's NCI set holds.
+    "bench_metrics": {
+        "": Spec(["--rounds", "6", "--jobs", "4"], ["--rounds", "10", "--jobs", "6"])
+    },
     "bench_chem": {"": Spec(["--n", "200", "--n-sim", "60", "--n-dft", "1"], [])},
     "bench_cascade": {"": Spec(["--n", "400"], [])},
     "bench_sandbox": {"": Spec(["--seconds", "8"], ["--mode", "all"], ("docker",))},
@@ -107,18 +131,16 @@ def offers_json(path: Path) -> bool:
 
 
 def how_measured(path: Path) -> str:
-    """The benchmark's docstring up to its first example command."""
+    """The benchmark's docstring without its example commands (indented paragraphs)."""
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-    kept: list[str] = []
-    for paragraph in doc.split("\n\n"):
-        if paragraph.startswith("    "):
-            break
-        kept.append(paragraph.strip())
+    kept = [p.strip() for p in doc.split("\n\n") if not p.startswith("    ")]
     return "\n\n".join(kept)
 
 
 @dataclass
 class Result:
+    """One run of one benchmark variant, and which run of this report made it."""
+
     bench: str
     variant: str
     command: str
@@ -128,6 +150,10 @@ class Result:
     figures: Any = None
     skipped: str | None = None
     tail: str = ""
+    written: str = ""  # when the report run that made it ended, "YYYY-MM-DD HH:MM" UTC
+    report_command: str = ""
+    full: bool = False
+    machine: dict[str, str] = field(default_factory=dict)
 
 
 def run_one(path: Path, variant: str, spec: Spec, full: bool, out_dir: Path) -> Result:
@@ -159,6 +185,45 @@ def run_one(path: Path, variant: str, spec: Spec, full: bool, out_dir: Path) -> 
     return result
 
 
+def load_results(path: Path) -> list[Result]:
+    """The results kept in a results file (or in a `--save` file of this report's earlier form)."""
+    saved = json.loads(path.read_text())
+    results = []
+    for row in saved["results"]:
+        row.setdefault("machine", saved.get("machine", {}))
+        row.setdefault("full", saved.get("full", False))
+        row.setdefault("report_command", "python bench/report.py" + " --full" * row["full"])
+        results.append(Result(**row))
+    return results
+
+
+def save_results(results: list[Result], path: Path) -> None:
+    path.write_text(json.dumps({"results": [asdict(r) for r in results]}, indent=2) + "\n")
+
+
+def variants(bench: str) -> list[str]:
+    return list(SPECS.get(bench, {"": Spec()}))
+
+
+def page_order(result: Result) -> tuple[str, int]:
+    order = variants(result.bench)
+    return result.bench, order.index(result.variant) if result.variant in order else -1
+
+
+def merge(saved: list[Result], fresh: list[Result]) -> list[Result]:
+    """The fresh results, and the saved ones of the benchmark variants not run this time (those
+    of a benchmark or variant that no longer exists are dropped), in the page's order."""
+    ran = {(r.bench, r.variant) for r in fresh}
+    kept = [
+        r
+        for r in saved
+        if (r.bench, r.variant) not in ran
+        and (BENCH / f"{r.bench}.py").exists()
+        and r.variant in variants(r.bench)
+    ]
+    return sorted([*kept, *fresh], key=page_order)
+
+
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
         flat: dict[str, Any] = {}
@@ -181,20 +246,39 @@ def fmt(value: Any) -> str:
     return " ".join(text.split()).replace("|", "\\|")  # one table cell
 
 
-def pivots(figures: Any) -> dict[str, dict[str, dict[str, Any]]]:
-    """Top-level figures that are one row per name with the same columns (e.g. per fault)."""
+Rows = dict[str, dict[str, Any]]
+
+
+def is_table(value: Any) -> bool:
+    """One row per name with the same columns of plain values (e.g. per fault, per batch size)."""
+    rows = list(value.values()) if isinstance(value, dict) and value else []
+    return bool(
+        rows
+        and all(isinstance(r, dict) and r.keys() == rows[0].keys() for r in rows)
+        and rows[0]
+        and not any(isinstance(v, dict) for v in rows[0].values())
+    )
+
+
+def tables(figures: Any, prefix: str = "") -> tuple[dict[str, Rows], Any]:
+    """The figures that are tables (at any depth, named by their dotted key), and the rest."""
     if not isinstance(figures, dict):
-        return {}
-    found = {}
+        return {}, figures
+    found: dict[str, Rows] = {}
+    rest: dict[str, Any] = {}
     for name, value in figures.items():
-        rows = list(value.values()) if isinstance(value, dict) and value else []
-        if rows and all(isinstance(r, dict) and r.keys() == rows[0].keys() for r in rows):
-            if rows[0] and not any(isinstance(v, dict) for v in rows[0].values()):
-                found[name] = value
-    return found
+        key = f"{prefix}.{name}" if prefix else str(name)
+        if is_table(value):
+            found[key] = value
+            continue
+        inner_tables, inner_rest = tables(value, key)
+        found.update(inner_tables)
+        if inner_rest != {} or not inner_tables:
+            rest[name] = inner_rest
+    return found, rest
 
 
-def pivot_table(name: str, rows: dict[str, dict[str, Any]]) -> list[str]:
+def pivot_table(name: str, rows: Rows) -> list[str]:
     columns = list(next(iter(rows.values())))
     lines = [f"| {name} | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for row, values in rows.items():
@@ -212,17 +296,55 @@ def verdict(target: Target, figures: dict[str, Any]) -> str:
     return "met" if met else "**missed**"
 
 
-def render(results: list[Result], info: dict[str, str], full: bool) -> str:
-    lines = [
-        "# Benchmarks",
-        "",
-        f"Written by `python bench/report.py{' --full' if full else ''}` on "
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC ({'long' if full else 'short'} forms). "
-        "Run it again to refresh this page.",
-        "",
-        f"Machine: {info['cores']} cores ({info['cpu']}), {info['memory']} memory, "
-        f"{info['os']}, Python {info['python']}.",
-        "",
+def describe(info: dict[str, str]) -> str:
+    if not info:
+        return "not recorded"
+    return (
+        f"{info['cores']} cores ({info['cpu']}), {info['memory']} memory, {info['os']}, "
+        f"Python {info['python']}"
+    )
+
+
+def when(written: str) -> str:
+    return f"on {written} UTC" if written else "at a time not recorded"
+
+
+def header(results: list[Result], page_command: str) -> list[str]:
+    """When, how and where the figures were measured: one report run, or the runs it merged."""
+    runs: dict[tuple[str, str, bool], list[Result]] = {}
+    for result in results:
+        runs.setdefault((result.written, result.report_command, result.full), []).append(result)
+    machines = {describe(r.machine) for r in results}
+    lines = ["# Benchmarks", ""]
+    if len(runs) <= 1:
+        written, command, full = next(iter(runs), ("", page_command, False))
+        lines += [
+            f"Written by `{command}` {when(written)} ({'long' if full else 'short'} forms). "
+            "Run it again to refresh this page.",
+            "",
+        ]
+    else:
+        lines += [
+            f"Put together on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `{page_command}` from "
+            "the runs below; each section was written by one of them (its date is under its "
+            "command). Run `python bench/report.py` to refresh every section.",
+            "",
+        ]
+        for (written, command, full), members in sorted(runs.items()):
+            names = ", ".join(dict.fromkeys(r.bench for r in members))
+            where = f"; machine: {describe(members[0].machine)}" if len(machines) > 1 else ""
+            form = "long" if full else "short"
+            lines.append(f"- `{command}` {when(written)} ({form} forms): {names}{where}")
+        lines.append("")
+    if len(machines) == 1:
+        lines += [f"Machine: {machines.pop()}.", ""]
+    return lines
+
+
+def render(results: list[Result], page_command: str) -> str:
+    lines = header(results, page_command)
+    merged = len({(r.written, r.report_command, r.full) for r in results}) > 1
+    lines += [
         "**These figures are noisy.** This machine's 2 cores are shared with other engineers "
         "running tests, so absolute figures move from run to run with the load average (given "
         "before each benchmark). Compare ratios measured within one run (service vs bare tier "
@@ -234,13 +356,17 @@ def render(results: list[Result], info: dict[str, str], full: bool) -> str:
         by_bench.setdefault(result.bench, []).append(result)
     for bench, runs in by_bench.items():
         path = BENCH / f"{bench}.py"
-        lines += [f"## {bench}", "", how_measured(path), ""]
+        lines += [f"## {bench}", "", how_measured(path) if path.exists() else "", ""]
         for result in runs:
             title = f"### {bench} {result.variant}".rstrip()
             lines += [title, ""] if result.variant else []
-            lines += [f"Command: `{result.command}`  ", f"Load average before (1/5/15 min): "
-                      f"{result.load_before}" + (f"; ran {result.seconds:.0f} s, exit code "
-                      f"{result.rc}" if result.rc is not None else ""), ""]  # fmt: skip
+            lines += [f"Command: `{result.command}`  "]
+            if merged:
+                form = "long" if result.full else "short"
+                lines += [f"Written {when(result.written)} ({form} form)  "]
+            lines += [f"Load average before (1/5/15 min): {result.load_before}" + (
+                f"; ran {result.seconds:.0f} s, exit code {result.rc}"
+                if result.rc is not None else ""), ""]  # fmt: skip
             if result.skipped:
                 lines += [f"Skipped: {result.skipped}.", ""]
                 continue
@@ -250,67 +376,84 @@ def render(results: list[Result], info: dict[str, str], full: bool) -> str:
             if result.rc:
                 lines += ["The run exited with an error; its last output:", "", "```"]
                 lines += [result.tail[-1500:], "```", ""]
-            flat = flatten(result.figures)
-            targets = [t for t in TARGETS.get(bench, []) if t.variant in ("", result.variant)]
-            if targets:
-                lines += [
-                    "| target | figure | held to | source | status |",
-                    "|---|---|---|---|---|",
-                ]
-                for t in targets:
-                    try:
-                        shown = t.show(flat) if t.show else "-"
-                    except (KeyError, TypeError, ValueError):
-                        shown = "-"
-                    lines.append(
-                        f"| {t.name} | {shown} | {t.held_to} | {t.source} | {verdict(t, flat)} |"
-                    )
-                lines.append("")
-            tables = pivots(result.figures)
-            for name, rows in tables.items():
-                lines += pivot_table(name, rows)
-            rest = {k: v for k, v in result.figures.items() if k not in tables} if tables else None
-            lines += ["| figure | value |", "|---|---|"]
-            rest_flat = flat if rest is None else flatten(rest)
-            lines += [f"| {fmt(k)} | {fmt(v)} |" for k, v in rest_flat.items()]
-            lines.append("")
+            lines += figure_tables(bench, result.variant, result.figures)
     lines += ["## Targets no benchmark here measures yet", ""]
     lines += [f"- {name}" for name in UNMEASURED]
     return "\n".join(lines) + "\n"
+
+
+def figure_tables(bench: str, variant: str, figures: Any) -> list[str]:
+    """The targets' table, then the figures: tables as tables, the rest one figure a row."""
+    lines: list[str] = []
+    flat = flatten(figures)
+    targets = [t for t in TARGETS.get(bench, []) if t.applies_to(variant)]
+    if targets:
+        lines += ["| target | figure | held to | source | status |", "|---|---|---|---|---|"]
+        for t in targets:
+            try:
+                shown = t.show(flat) if t.show else "-"
+            except (KeyError, TypeError, ValueError):
+                shown = "-"
+            lines.append(f"| {t.name} | {shown} | {t.held_to} | {t.source} | {verdict(t, flat)} |")
+        lines.append("")
+    found, rest = tables(figures)
+    for name, rows in found.items():
+        lines += pivot_table(name, rows)
+    lines += ["| figure | value |", "|---|---|"]
+    lines += [f"| {fmt(k)} | {fmt(v)} |" for k, v in flatten(rest).items()]
+    return [*lines, ""]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--full", action="store_true", help="long forms of every benchmark")
     parser.add_argument("--only", help="comma-separated names, e.g. load,faults (bench_ optional)")
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "BENCHMARKS.md")
-    parser.add_argument("--save", type=Path, help="also keep the runs' results in this JSON file")
-    parser.add_argument("--render", type=Path, help="write the page from a --save file, run none")
+    parser.add_argument(
+        "--out", type=Path, default=REPO / "docs" / "BENCHMARKS.md",
+        help="the page; its results are kept next to it, as .json",
+    )  # fmt: skip
+    parser.add_argument(
+        "--keep-others", action="store_true",
+        help="keep the page's sections of the benchmarks not run (from the results next to it)",
+    )  # fmt: skip
+    parser.add_argument("--render", type=Path, help="write the page from a results file, run none")
     args = parser.parse_args()
-    wanted = {w if w.startswith("bench_") else f"bench_{w}" for w in (args.only or "").split(",")}
+    page_command = shlex.join(["python", "bench/report.py", *sys.argv[1:]])
+    results_file = args.out.with_suffix(".json")
     if args.render:
-        saved = json.loads(args.render.read_text())
-        loaded = [Result(**r) for r in saved["results"]]
-        args.out.write_text(render(loaded, saved["machine"], saved["full"]))
-        print(f"wrote {args.out}")
-        return
-    info = machine()
+        results = load_results(args.render)
+    else:
+        results = run(args.only, args.full)
+        written = f"{datetime.now(UTC):%Y-%m-%d %H:%M}"
+        info = machine()
+        for result in results:
+            result.written, result.full, result.machine = written, args.full, info
+            result.report_command = page_command
+        if args.keep_others:
+            if results_file.exists():
+                results = merge(load_results(results_file), results)
+            else:
+                print(f"no {results_file} to keep sections from: the page holds this run's only")
+    args.out.write_text(render(results, page_command))
+    save_results(results, results_file)
+    print(f"wrote {args.out} and {results_file}")
+
+
+def run(only: str | None, full: bool) -> list[Result]:
+    """Run the benchmarks (those named in `only`, or all), one after the other."""
+    wanted = {w if w.startswith("bench_") else f"bench_{w}" for w in (only or "").split(",")}
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
         for path in sorted(BENCH.glob("bench_*.py")):
-            if args.only and path.stem not in wanted:
+            if only and path.stem not in wanted:
                 continue
             if not offers_json(path):
                 print(f"skip {path.stem}: it has no --json option", flush=True)
                 results.append(Result(path.stem, "", path.name, "-", skipped="no --json option"))
                 continue
             for variant, spec in SPECS.get(path.stem, {"": Spec()}).items():
-                results.append(run_one(path, variant, spec, args.full, Path(tmp)))
-    if args.save:
-        saved = {"machine": info, "full": args.full, "results": [asdict(r) for r in results]}
-        args.save.write_text(json.dumps(saved, indent=2) + "\n")
-    args.out.write_text(render(results, info, args.full))
-    print(f"wrote {args.out}")
+                results.append(run_one(path, variant, spec, full, Path(tmp)))
+    return results
 
 
 if __name__ == "__main__":
