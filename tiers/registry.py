@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from functools import cache
 from typing import TypeVar
 
@@ -95,6 +95,22 @@ def get_tier(name: str) -> Tier:
     else:
         tier = cls(settings_for(name.partition(".")[0], model))
     return tier
+
+
+def warm_up(queues: Collection[str]) -> list[str]:
+    """Load now what the tiers of `queues` would load on their first item (RDKit's tables,
+    compiled alerts): for a process about to take their work, so that its first batch is not
+    the slow one. Tiers without a `warm_up` method are left as they are. The names of the tiers
+    warmed."""
+    warmed = []
+    for name, path in sorted(TIER_PATHS.items()):
+        if getattr(_load(path), "queue", None) not in queues:
+            continue
+        warm = getattr(get_tier(name), "warm_up", None)
+        if callable(warm):
+            warm()
+            warmed.append(name)
+    return warmed
 
 
 def tier_names() -> list[str]:

@@ -12,6 +12,7 @@ import structlog
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
+from tiers.registry import warm_up
 from verifier_service import __version__
 from verifier_service.auth.deps import app_routes
 from verifier_service.core.db import get_engine
@@ -66,6 +67,8 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
         if check_migrations:
             ensure_migrated(get_engine())
         metrics_registry.setup(settings)  # before the first request counts anything
+        if settings.api.inline_max_items > 0:  # the inline lane runs fast tiers here
+            await asyncio.to_thread(warm_up, {"tier.fast"})
         tune_gc(settings.gc_young_threshold)
         app.state.waiter = JobWaiter(settings.broker_url)
         await app.state.waiter.start()

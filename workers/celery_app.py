@@ -43,6 +43,14 @@ def _plain_logs(**_: Any) -> None:
 def _remember_queues(instance: Any = None, **_: Any) -> None:
     # Paused queues included (workers.control, connected first, held them back already).
     _consumed.update(control.started_for or instance.app.amqp.queues.consume_from or {})
+    # Before the pool forks: its processes inherit the loaded tables instead of each loading
+    # them under its first batch.
+    from tiers.registry import warm_up
+
+    try:
+        warm_up(_consumed)
+    except Exception:  # the first item meets the same error, as an error verdict
+        logging.getLogger(__name__).exception("could not warm up the tiers of %s", _consumed)
 
 
 @worker_process_init.connect
