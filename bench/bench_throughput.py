@@ -129,7 +129,13 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     def work(dispatches: list[Any]) -> None:
         for d in dispatches:
             with transaction() as session:
-                run = prepare_tier_run(session, d.tier, d.kind, d.step, list(d.item_ids), "bench")
+                # The keys the sending pass derived, as a tier task gets them (a baseline tree
+                # from before they travelled with the work keys its items again).
+                known = dict(zip(d.item_ids, d.keys, strict=True)) if getattr(d, "keys", ()) else {}
+                extra = {"keys": known} if known else {}
+                run = prepare_tier_run(
+                    session, d.tier, d.kind, d.step, list(d.item_ids), "bench", **extra
+                )
             assert run is not None
             verdicts = timed_execute(run)
             with transaction() as session:

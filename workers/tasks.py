@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 from celery import Task
 
-from tiers.registry import TIER_PATHS
+from tiers.registry import TIER_PATHS, get_tier
 from verifier_service.core.db import transaction, with_retries
 from verifier_service.core.notify import sync_client
 from verifier_service.ladder import dispatch
@@ -73,10 +73,16 @@ def verify(
     step: int,
     item_ids: list[str],
     *,
+    keys: list[str] | None = None,
+    tier_version: str | None = None,
     task_id: str | None = None,
     worker: str | None = None,
 ) -> None:
-    """Run one tier over a batch of items of one job and hand the items back to the ladder."""
+    """Run one tier over a batch of items of one job and hand the items back to the ladder.
+
+    `keys` (with the `tier_version` they were derived under) are the items' cache keys as the
+    sending pass derived them; taken when this worker runs the same tier version, else the
+    items are keyed here."""
     settings = get_settings().worker
     delivered = _deliveries(task_id)
     if delivered > 1 and len(item_ids) > 1:
@@ -93,9 +99,13 @@ def verify(
         _commit(lambda session: fail_tier_run(session, step, item_ids, stop))
         return
 
+    known = None
+    if keys and len(keys) == len(item_ids) and tier_version == get_tier(tier_name).version:
+        known = dict(zip(item_ids, keys, strict=True))
+
     def prepare() -> TierRun | None:
         with transaction() as session:
-            return prepare_tier_run(session, tier_name, kind, step, item_ids, worker)
+            return prepare_tier_run(session, tier_name, kind, step, item_ids, worker, known)
 
     try:
         run = with_retries(prepare, retries=settings.db_retries)
@@ -111,10 +121,18 @@ def verify(
 
 
 def _make_tier_task(tier_name: str) -> Task[Any, Any]:
-    def run(self: Task[Any, Any], kind: str, step: int, item_ids: list[str]) -> None:
+    def run(
+        self: Task[Any, Any],
+        kind: str,
+        step: int,
+        item_ids: list[str],
+        keys: list[str] | None = None,
+        tier_version: str | None = None,
+    ) -> None:
         verify(
-            tier_name, kind, step, item_ids, task_id=self.request.id, worker=self.request.hostname
-        )
+            tier_name, kind, step, item_ids, keys=keys, tier_version=tier_version,
+            task_id=self.request.id, worker=self.request.hostname,
+        )  # fmt: skip
 
     run.__name__ = run.__qualname__ = f"verify_{tier_name.replace('.', '_')}"
     run.__doc__ = f"Verify a batch of items with the {tier_name} tier."

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from verifier_service.ladder.execute import item_cache_key, keyed_candidate
+from verifier_service.ladder.execute import item_cache_key, keyed_candidate, tier_run
 from verifier_service.ladder.models import Item
 from verifier_service.settings import get_settings
 
@@ -37,3 +37,14 @@ def test_keys_match_a_fresh_derivation(memo: None) -> None:
     # Metadata plays no part in a verdict, so none in its key; the config does.
     assert item_cache_key("chem.fast", config, _item("CCO", {"group": "g"})) == expected["CCO"]
     assert item_cache_key("chem.fast", {}, _item("CCO")) != expected["CCO"]
+
+
+def test_a_tier_run_takes_the_keys_its_sender_derived() -> None:
+    # A tier task gets each item's key from the pass that sent it (Dispatch.keys) and parses
+    # only the items it was not given a key for.
+    items = [_item("CCO"), _item("OCC(O)CO")]
+    given = {"CCO": "k" * 64}
+    run = tier_run("job", "chem.fast", "molecule", 0, {}, items, given)
+    assert run.keys["CCO"] == "k" * 64
+    assert run.keys["OCC(O)CO"] == keyed_candidate("chem.fast", {}, items[1])[0]
+    assert set(run.candidates) == {"k" * 64, run.keys["OCC(O)CO"]}

@@ -46,7 +46,8 @@ def stage(
     messages = [
         OutboxMessage(
             task=tier_task_name(work.tier),
-            args=[work.kind, work.step, list(work.item_ids)],
+            args=[work.kind, work.step, list(work.item_ids)]
+            + ([list(work.keys), work.tier_version] if work.keys else []),
             queue=get_tier(work.tier).queue,
             eta=None,
             created_at=utcnow(),

@@ -10,7 +10,7 @@ import hashlib
 import threading
 import traceback
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tiers.base import Candidate, Verdict, VerdictStatus, config_hash, stable_json
@@ -108,11 +108,15 @@ def tier_run(
     step: int,
     config: dict[str, object],
     items: Sequence[Item],
+    known: Mapping[str, str] | None = None,
 ) -> TierRun:
-    """The unique candidates of some items by cache key, and which item gets which verdict."""
+    """The unique candidates of some items by cache key, and which item gets which verdict;
+    `known` keys (by item id, derived by the pass that sent the work) are taken as they are."""
     run = TierRun(job_id, tier_name, kind, step, config)
+    known = known or {}
     for item in items:
-        run.add(item.id, item_cache_key(tier_name, config, item), candidate_of(item))
+        key = known.get(item.id) or item_cache_key(tier_name, config, item)
+        run.add(item.id, key, candidate_of(item))
     return run
 
 

@@ -17,6 +17,11 @@ class Dispatch:
     kind: str
     step: int
     item_ids: tuple[str, ...]
+    #: Each item's cache key at this step as the pass derived it, and the tier version it was
+    #: derived under: the task takes them instead of parsing every item again (for molecules
+    #: an RDKit parse each). Empty when the sender did not derive them (a resend).
+    keys: tuple[str, ...] = ()
+    tier_version: str | None = None
 
 
 def chunks(

@@ -4,7 +4,7 @@ ways work that cannot finish normally ends or is sent again (split, resent, fail
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy.orm import Session
 
@@ -26,8 +26,10 @@ def prepare_tier_run(
     step: int,
     item_ids: Sequence[str],
     worker: str | None = None,
+    keys: Mapping[str, str] | None = None,
 ) -> TierRun | None:
-    """Read what a tier task has to verify (claimed for `worker`); None when nothing is left."""
+    """Read what a tier task has to verify (claimed for `worker`); None when nothing is left.
+    `keys`: the items' cache keys as the sending pass derived them (see `Dispatch.keys`)."""
     items = _running(session, item_ids, step)
     if not items:
         return None
@@ -38,7 +40,8 @@ def prepare_tier_run(
     policy = resolve(session, job.policy_name, job.policy_version)
     config = dict(policy.document.ladder_for(kind)[step].config)
     done = repository.existing_verdict_steps(session, [i.id for i in items], step)
-    return tier_run(job.id, tier_name, kind, step, config, [i for i in items if i.id not in done])
+    todo = [i for i in items if i.id not in done]
+    return tier_run(job.id, tier_name, kind, step, config, todo, keys)
 
 
 def _running(session: Session, item_ids: Sequence[str], step: int) -> list[Item]:

@@ -108,8 +108,10 @@ class LadderPass:
             round_ = list({i.id: i for i in [*again, *woken] if i.state in OPEN}.values())
         for (tier, kind, step), ids in self._dispatch.items():
             most = get_settings().worker.task_items
+            version = get_tier(tier).version
             for chunk in chunks(ids, lambda item_id: self._sent[item_id][0], most):
-                self.result.dispatches.append(Dispatch(tier, kind, step, chunk))
+                keys = tuple(self._sent[item_id][0] for item_id in chunk)
+                self.result.dispatches.append(Dispatch(tier, kind, step, chunk, keys, version))
         self._dispatch.clear()
 
     def _write(self) -> None:
