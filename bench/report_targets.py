@@ -95,6 +95,15 @@ def soak_rates(f: Figures) -> dict[str, float]:
     return {k.removeprefix("processes."): v for k, v in each(f, "second_half_mb_per_min").items()}
 
 
+def soak_flat(f: Figures) -> bool:
+    """Whether every process's memory stayed flat, judged on a run of the issue's 10 minutes
+    only (KeyError, so the report says n/a, for a shorter one: the API's caches and malloc
+    arenas still fill during its first minutes)."""
+    if f["duration_s"] < 540:
+        raise KeyError("duration_s: a short soak; the target holds a 10-minute run")
+    return all(v <= 0.5 for v in soak_rates(f).values())
+
+
 def soak_shown(f: Figures) -> str:
     rates = soak_rates(f)
     worst = max(rates, key=lambda p: rates[p])
@@ -241,11 +250,11 @@ TARGETS: dict[str, list[Target]] = {
     ],
     "bench_soak": [
         Target(
-            "no memory growth over the soak: RSS growth of every service process",
+            "no memory growth over a 10-minute soak: RSS growth of every service process",
             "<= 0.5 MB/min, each process's second_half_mb_per_min (the run's second half after "
-            "warm-up)",
+            "warm-up), in a run of 10 minutes (n/a for the short form)",
             "issue 18",
-            lambda f: all(v <= 0.5 for v in soak_rates(f).values()),
+            soak_flat,
             soak_shown,
         ),
     ],
