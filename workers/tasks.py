@@ -13,11 +13,11 @@ from typing import Any
 import structlog
 from celery import Task
 
-from tiers.registry import TIER_PATHS, get_tier
+from tiers.registry import TIER_PATHS
 from verifier_service.core.db import transaction, with_retries
 from verifier_service.core.notify import sync_client
 from verifier_service.ladder import dispatch
-from verifier_service.ladder.execute import TierRun, execute
+from verifier_service.ladder.execute import TierRun, execute, sent_keys
 from verifier_service.ladder.operations import expire_job
 from verifier_service.ladder.results import LadderResult
 from verifier_service.ladder.runs import (
@@ -99,9 +99,7 @@ def verify(
         _commit(lambda session: fail_tier_run(session, step, item_ids, stop))
         return
 
-    known = None
-    if keys and len(keys) == len(item_ids) and tier_version == get_tier(tier_name).version:
-        known = dict(zip(item_ids, keys, strict=True))
+    known = sent_keys(tier_name, item_ids, keys, tier_version)
 
     def prepare() -> TierRun | None:
         with transaction() as session:

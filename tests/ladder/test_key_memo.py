@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from verifier_service.ladder.execute import item_cache_key, keyed_candidate, tier_run
+from tiers.registry import get_tier
+from verifier_service.ladder.execute import item_cache_key, keyed_candidate, sent_keys, tier_run
 from verifier_service.ladder.models import Item
 from verifier_service.settings import get_settings
 
@@ -48,3 +49,14 @@ def test_a_tier_run_takes_the_keys_its_sender_derived() -> None:
     assert run.keys["CCO"] == "k" * 64
     assert run.keys["OCC(O)CO"] == keyed_candidate("chem.fast", {}, items[1])[0]
     assert set(run.candidates) == {"k" * 64, run.keys["OCC(O)CO"]}
+
+
+def test_a_task_takes_its_senders_keys_only_under_the_same_tier_version() -> None:
+    version = get_tier("chem.fast").version
+    ids, keys = ["a", "b"], ["k1", "k2"]
+    assert sent_keys("chem.fast", ids, keys, version) == {"a": "k1", "b": "k2"}
+    # A sender on another version of the tier, a resend without keys, or keys that do not
+    # match the items: the task keys its items itself.
+    assert sent_keys("chem.fast", ids, keys, version + "-other") is None
+    assert sent_keys("chem.fast", ids, None, None) is None
+    assert sent_keys("chem.fast", ids, ["k1"], version) is None

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,13 +60,23 @@ def plain_row(model: type[M], **values: Any) -> M:
     """A new ORM instance with its attributes set directly, without the ORM's attribute events.
 
     For the hundreds of rows a batch makes per table (verdicts, ledger rows, items, events):
-    the generated constructor fires an event per attribute and costs ~20x this. Give every
-    column (Python-side defaults are not applied). The instance reads and writes like any
-    other; a Core insert can write it (`row_values`), and `session.add` works as usual.
+    the generated constructor fires an event per attribute and costs ~20x this. Every column
+    must be given (Python-side defaults are not applied; a TypeError names what is missing or
+    unknown), so a column added later cannot go unwritten. The instance reads and writes like
+    any other; a Core insert can write it (`row_values`), and `session.add` works as usual.
     """
+    if values.keys() != _column_keys(model):
+        missing = sorted(_column_keys(model) - values.keys())
+        unknown = sorted(values.keys() - _column_keys(model))
+        raise TypeError(f"{model.__name__} row: missing {missing}, unknown {unknown}")
     instance: M = model.__mapper__.class_manager.new_instance()
     instance.__dict__.update(values)
     return instance
+
+
+@cache
+def _column_keys(model: type[Base]) -> frozenset[str]:
+    return frozenset(model.__mapper__.column_attrs.keys())
 
 
 def row_values(instance: Base, keys: Sequence[str]) -> dict[str, Any]:

@@ -101,6 +101,17 @@ class TierRun:
         self.candidates.setdefault(key, candidate)
 
 
+def sent_keys(
+    tier_name: str, item_ids: Sequence[str], keys: Sequence[str] | None, tier_version: str | None
+) -> dict[str, str] | None:
+    """The cache keys a tier task's sender derived (`Dispatch.keys`), by item id, when this
+    process may take them: one per item, derived under the tier version it runs. None (key the
+    items here) for a task sent without keys, or by a process on another version of the tier."""
+    if not keys or len(keys) != len(item_ids) or tier_version != get_tier(tier_name).version:
+        return None
+    return dict(zip(item_ids, keys, strict=True))
+
+
 def tier_run(
     job_id: str,
     tier_name: str,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -270,35 +271,30 @@ def insert_charges(session: Session, entries: Sequence[CostLedgerEntry]) -> None
         )
 
 
-def pending_charges(item_ids: Iterable[str], step: int) -> dict[str, CostLedgerEntry]:
-    """Stand-ins for the stored ledger rows of items at a step, for a tier's verdicts to fill
-    in (`LadderPass.store`) and `update_charges` to write: no row is read."""
-    unset = {"cached": None, "cost_units": None, "cpu_s": None, "wall_s": None}
-    return {
-        item_id: plain_row(CostLedgerEntry, item_id=item_id, step=step, **unset)
-        for item_id in item_ids
-    }
+@dataclass(frozen=True)
+class ChargeTimes:
+    """What a tier call cost, for its item's stored ledger row."""
+
+    item_id: str
+    cpu_s: float
+    wall_s: float
 
 
-def update_charges(session: Session, entries: Iterable[CostLedgerEntry]) -> None:
-    """Write what verdicts filled into `pending_charges` stand-ins: a tier call's CPU and wall
-    time, or a duplicate's charge dropped (it rode on another item's call). One statement per
-    kind of change, by (item, step)."""
+def update_charges(
+    session: Session, step: int, timed: Sequence[ChargeTimes], riders: Sequence[str]
+) -> None:
+    """Fill stored ledger rows at `step` in: the CPU and wall time of the items' tier calls,
+    and no cost for `riders` (duplicates that rode on another item's call). One statement per
+    kind of change."""
     table = _table(CostLedgerEntry)
-    where = (table.c.item_id == bindparam("b_item"), table.c.step == bindparam("b_step"))
-    timed = [
-        {"b_item": e.item_id, "b_step": e.step, "b_cpu": e.cpu_s, "b_wall": e.wall_s}
-        for e in entries
-        if e.cpu_s is not None
-    ]
-    riders = [{"b_item": e.item_id, "b_step": e.step} for e in entries if e.cached]
+    where = (table.c.item_id == bindparam("b_item"), table.c.step == step)
     if timed:
-        times = (
-            update(table).where(*where).values(cpu_s=bindparam("b_cpu"), wall_s=bindparam("b_wall"))
-        )
-        session.execute(times, timed)
+        values: dict[str, Any] = {"cpu_s": bindparam("b_cpu"), "wall_s": bindparam("b_wall")}
+        rows = [{"b_item": t.item_id, "b_cpu": t.cpu_s, "b_wall": t.wall_s} for t in timed]
+        session.execute(update(table).where(*where).values(values), rows)
     if riders:
-        session.execute(update(table).where(*where).values(cached=True, cost_units=0.0), riders)
+        free = update(table).where(*where).values(cached=True, cost_units=0.0)
+        session.execute(free, [{"b_item": item_id} for item_id in riders])
 
 
 def claim(session: Session, item_ids: Sequence[str], worker: str, now: datetime) -> None:

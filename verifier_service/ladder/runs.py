@@ -61,9 +61,7 @@ def record_tier_run(
     ladder = LadderPass(session, job, resolve(session, job.policy_name, job.policy_version))
     items = _running(session, item_ids, run.step)
     already = repository.existing_verdict_steps(session, [i.id for i in items], run.step)
-    ledger = repository.pending_charges((i.id for i in items), run.step)
-    ladder.store(run, verdicts, items, already, ledger)
-    repository.update_charges(session, ledger.values())
+    ladder.store(run, verdicts, items, already)
     return ladder.advance(i for i in items if i.state == ItemState.climbing)
 
 

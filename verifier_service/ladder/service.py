@@ -75,7 +75,8 @@ class LadderPass:
         self._woken: dict[str, Item] = {}
         self.gates = StepGates(session, job, self._records, self._load_verdicts, self._wake)
         self._items: dict[str, Item] = {}
-        # Cache key and candidate of each item this pass sent to a tier (for advance_here).
+        # Cache key and candidate of each item this pass sent to a tier (for advance_here,
+        # and the keys its dispatches carry).
         self._sent: dict[str, tuple[str, Candidate]] = {}
         self._ledger: dict[tuple[str, int], CostLedgerEntry] = {}
         # Items this pass handed to a deferred tier (people), by (tier, kind, step).
@@ -148,14 +149,9 @@ class LadderPass:
                 run = TierRun(self.job.id, work.tier, work.kind, work.step, config)
                 for item in items:  # keyed when the pass looked the cache up: no second parse
                     run.add(item.id, *self._sent[item.id])
-                ledger = {
-                    i.id: entry
-                    for i in items
-                    if (entry := self._ledger.get((i.id, work.step))) is not None
-                }
                 verdicts = execute(run)
                 with self.session.no_autoflush:  # new items are written once, below
-                    self.store(run, verdicts, items, set(), ledger)
+                    self.store(run, verdicts, items, set())
             self._move(i for i in self._items.values() if i.state == ItemState.climbing)
         self._write()
         self._send_deferred()
@@ -167,9 +163,13 @@ class LadderPass:
         verdicts: dict[str, Verdict],
         items: Sequence[Item],
         already: set[str],
-        ledger: dict[str, CostLedgerEntry],
     ) -> None:
-        """Store a tier run's verdicts (one per cache key) on its items and fill the cache."""
+        """Store a tier run's verdicts (one per cache key) on its items and fill the cache.
+
+        Each item's ledger row at this step gets the call's CPU and wall time, or, for a
+        duplicate that rode on another item's call, costs nothing: a row this pass made (the
+        inline lane) before it is written, a stored one (a tier task) with one UPDATE per kind
+        of change."""
         repository.put_cache(
             self.session,
             {
@@ -180,6 +180,8 @@ class LadderPass:
         )
         self._load_verdicts(items)  # one query, not one per item in record()
         first_for_key: set[str] = set()
+        timed: list[repository.ChargeTimes] = []
+        riders: list[str] = []
         for item in items:
             if item.id in already:  # a redelivered task: the verdict is stored, just move on
                 move(item, ItemState.climbing, step=run.step + 1)
@@ -188,16 +190,22 @@ class LadderPass:
             if item_key is None or item_key not in verdicts:
                 continue
             verdict = verdicts[item_key]
-            entry = ledger.get(item.id)
+            entry = self._ledger.get((item.id, run.step))  # made by this pass, not yet written
             if item_key in first_for_key:  # a duplicate in this batch rides on the first's work
                 verdict = verdict.model_copy(update={"cached": True})
-                if entry is not None:
+                if entry is None:
+                    riders.append(item.id)
+                else:
                     entry.cached, entry.cost_units = True, 0.0
             else:
                 first_for_key.add(item_key)
-                if entry is not None:
-                    entry.cpu_s, entry.wall_s = verdict.cost.cpu_s, verdict.cost.wall_s
+                cost = verdict.cost
+                if entry is None:
+                    timed.append(repository.ChargeTimes(item.id, cost.cpu_s, cost.wall_s))
+                else:
+                    entry.cpu_s, entry.wall_s = cost.cpu_s, cost.wall_s
             self.record(item, run.step, verdict, item_key)
+        repository.update_charges(self.session, run.step, timed, riders)
 
     def verdicts_of(self, item_id: str) -> list[VerdictRecord]:
         """The verdicts this pass knows of an item (all of them, for items it created)."""
@@ -423,8 +431,7 @@ class LadderPass:
 
     def _charge(self, item: Item, tier: str, units: float, *, cached: bool, audit: bool) -> None:
         # Written in bulk with the pass's other rows (`_write`). A tier call's row gets its
-        # CPU and wall time when the verdict comes: from the inline lane before it is written,
-        # from a tier task as a stored row (`runs.py` reads it back).
+        # CPU and wall time when the verdict comes (`store`).
         self._ledger[(item.id, item.step)] = entry = repository.new_charge(
             job_id=self.job.id,
             item_id=item.id,
