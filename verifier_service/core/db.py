@@ -15,6 +15,7 @@ from sqlalchemy import JSON, DateTime, Dialect, Engine, TypeDecorator, create_en
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
+from verifier_service.core import jsoncodec
 from verifier_service.settings import get_settings
 
 log = structlog.get_logger(__name__)
@@ -111,13 +112,15 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
-            url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30}
-        )
+            url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30},
+            json_serializer=jsoncodec.dumps, json_deserializer=jsoncodec.loads,
+        )  # fmt: skip
         _configure_sqlite(engine, settings.database.sqlite_busy_timeout_ms)
         return engine
     idle_ms = int(settings.database.idle_in_transaction_timeout_s * 1000)
     return create_engine(
         url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=20,
+        json_serializer=jsoncodec.dumps, json_deserializer=jsoncodec.loads,
         connect_args={"options": f"-c idle_in_transaction_session_timeout={idle_ms}"},
     )  # fmt: skip
 
