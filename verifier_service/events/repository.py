@@ -18,7 +18,7 @@ _jobs = table("jobs", column("id"), column("principal"))
 _APPEND_LOCK = 0x5645_4E54  # "VENT"
 
 
-def append(session: Session, events: Sequence[JobEvent]) -> None:
+def append(session: Session, events: Sequence[JobEvent], *, with_ids: bool = True) -> None:
     """Insert events so that their ids follow commit order.
 
     On PostgreSQL a transaction that takes a sequence value may commit after one that took a
@@ -26,6 +26,9 @@ def append(session: Session, events: Sequence[JobEvent]) -> None:
     transaction-scoped advisory lock around the insert (held until commit) rules that out; it
     is taken at the end of a ladder pass, just before the commit. SQLite has one writer at a
     time anyway.
+
+    `with_ids=False` leaves the rows without their ids (nothing will read them: no webhook
+    delivery refers to them), sparing the RETURNING.
     """
     if not events:
         return
@@ -40,6 +43,9 @@ def append(session: Session, events: Sequence[JobEvent]) -> None:
     for row in rows:
         if row["created_at"] is None:
             row["created_at"] = utcnow()
+    if not with_ids:
+        session.execute(insert(events_table), rows)
+        return
     statement = insert(events_table).returning(events_table.c.id, sort_by_parameter_order=True)
     ids = session.execute(statement, rows).scalars().all()
     for event, event_id in zip(events, ids, strict=True):

@@ -90,12 +90,12 @@ def record(session: Session, drafts: Sequence[EventDraft]) -> list[OutboxMessage
         )
         for d in drafts
     ]  # fmt: skip
-    repository.append(session, rows)
     known: dict[str, str | None] = session.info.get(_NEW_JOBS, {})
     job_ids = {d.job_id for d in drafts}
     callbacks = {j: url for j in job_ids & known.keys() if (url := known[j]) is not None}
     if unknown := job_ids - known.keys():
         callbacks |= repository.callbacks_of(session, unknown)
+    repository.append(session, rows, with_ids=bool(callbacks))  # a delivery names its event
     deliveries = [
         WebhookDelivery(
             job_id=row.job_id, event_id=row.id, url=callbacks[row.job_id], status="pending",
