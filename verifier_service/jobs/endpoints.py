@@ -90,8 +90,13 @@ def _submit(
     # A database that drops the connection (a restart) gets two more tries before the caller
     # sees a 503 with Retry-After.
     submission, outgoing = with_retries(attempt, retries=2, first_delay_s=0.25)
-    dispatch.deliver(outgoing)
     finished = submission.out() if submission.created and _completed(submission) else None
+    if finished is not None:
+        # Finished in the transaction that created it: no one can be waiting on a job whose id
+        # this response is the first to tell, so no wake-up to publish (a Redis round trip).
+        outgoing.finished_jobs.discard(finished.id)
+        outgoing.event_jobs.discard(finished.id)
+    dispatch.deliver(outgoing)
     return submission.job.id, finished
 
 
