@@ -218,11 +218,19 @@ def cached_verdicts(session: Session, keys: Iterable[str]) -> dict[str, Verdict]
 
 
 def count_cache_hits(session: Session, hits: Mapping[str, int]) -> None:
-    """Add to the hit counts of cache entries (one statement for all of them)."""
+    """Add to the hit counts of cache entries (one statement per distinct count).
+
+    On PostgreSQL the entries are locked first, all of them in key order: two transactions
+    counting overlapping keys in their own orders (or over two statements) deadlocked, and one
+    of them failed (seen in a soak with four trainers). SQLite has one writer at a time.
+    """
     if not hits:
         return
     table = VerdictCacheEntry.__table__
     assert isinstance(table, Table)
+    if session.get_bind().dialect.name == "postgresql":
+        in_order = select(table.c.key).where(table.c.key.in_(sorted(hits))).order_by(table.c.key)
+        session.execute(in_order.with_for_update())
     by_count: dict[int, list[str]] = defaultdict(list)
     for key, n in hits.items():
         by_count[n].append(key)
