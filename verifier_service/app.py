@@ -19,7 +19,6 @@ from verifier_service.core.db import get_engine
 from verifier_service.core.gc_tuning import tune_gc
 from verifier_service.core.handlers import install_error_handlers
 from verifier_service.core.logging import configure_logging
-from verifier_service.core.malloc_trim import start_trimming
 from verifier_service.core.middleware import (
     MAX_JSON_DEPTH,
     WORKER_THREAD_STACK_BYTES,
@@ -71,7 +70,6 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
         if settings.api.inline_max_items > 0:  # the inline lane runs fast tiers here
             await asyncio.to_thread(warm_up, {"tier.fast"})
         tune_gc(settings.gc_young_threshold)
-        trimming = start_trimming(settings.malloc_trim_s)
         app.state.waiter = JobWaiter(settings.broker_url)
         await app.state.waiter.start()
         sweeper = None
@@ -85,8 +83,6 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
         await app.state.waiter.stop()
-        if trimming is not None:
-            trimming.set()
 
     app = FastAPI(
         title="verifier-service",

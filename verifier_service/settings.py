@@ -353,13 +353,6 @@ class Settings(BaseSettings):
         "batch about a quarter of its CPU); what a process imported at start is frozen out of "
         "collections. 0 keeps Python's defaults.",
     )
-    malloc_trim_s: float = Field(
-        default=60.0,
-        ge=0,
-        description="Seconds between two hand-backs of the API process's freed heap pages to "
-        "the system (glibc's malloc_trim; without it the RSS grows a few MB a minute under "
-        "load while live memory stays flat). 0 turns it off; nothing is done off glibc.",
-    )
     cache_key_memo: int = Field(
         default=65536,
         ge=0,
