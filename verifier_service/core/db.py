@@ -11,9 +11,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
-from sqlalchemy import JSON, DateTime, Dialect, Engine, TypeDecorator, create_engine, event
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Dialect,
+    Engine,
+    Table,
+    TypeDecorator,
+    create_engine,
+    event,
+    insert,
+)
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Session, make_transient_to_detached, sessionmaker
 
 from verifier_service.core import jsoncodec
 from verifier_service.settings import get_settings
@@ -84,6 +94,72 @@ def row_values(instance: Base, keys: Sequence[str]) -> dict[str, Any]:
     """The values of some columns of a new, unexpired instance (for a Core insert)."""
     state = instance.__dict__
     return {key: state.get(key) for key in keys}
+
+
+def write_new(session: Session, models: Sequence[type[Base]]) -> None:
+    """Write the session's new rows: those of `models` (in that order) with one Core INSERT per
+    model, the rest by a flush after them.
+
+    Flushing a request's job and items through the ORM's unit of work cost more than the
+    INSERTs themselves (about 0.3 ms for one job and one item). The rows written here stay in
+    the session as persistent, as if flushed: what changes on them later is an UPDATE. A model's
+    rows go this way only if every one has a value for every column (`plain_row`: a Core
+    INSERT would write NULL over a missing one's default); otherwise the flush writes them and
+    those of the models after them. Rows referring to a new row of their own model (a
+    trajectory's steps) come after it.
+    """
+    if not session.new:
+        return
+    new = list(session.new)
+    with session.no_autoflush:  # the other new rows wait for the flush below
+        _insert_plain(session, new, models)
+    if session.new:
+        session.flush()
+
+
+def _insert_plain(session: Session, new: list[Any], models: Sequence[type[Base]]) -> None:
+    for model in models:
+        keys = _column_keys(model)
+        rows = [o for o in new if type(o) is model]
+        if not all(keys <= o.__dict__.keys() for o in rows):
+            break
+        if not rows:
+            continue
+        table = model.__table__
+        assert isinstance(table, Table)
+        refs = [(f.parent.key, f.column.key) for f in table.foreign_keys if f.column.table is table]
+        columns = table.columns.keys()
+        for obj in rows:
+            session.expunge(obj)
+        session.execute(
+            insert(table), [row_values(obj, columns) for obj in _parents_first(rows, refs)]
+        )
+        for obj in rows:
+            make_transient_to_detached(obj)
+            session.add(obj)
+
+
+def _parents_first(rows: list[Any], refs: Sequence[tuple[str, str]]) -> list[Any]:
+    """Rows ordered so that one referring to another of them (column -> key) comes after it."""
+    if not refs:
+        return rows
+    by_key = {(key, getattr(o, key)): o for o in rows for _, key in refs}
+    placed: list[Any] = []
+    seen: set[int] = set()
+
+    def place(obj: Any) -> None:
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        for column, key in refs:
+            parent = by_key.get((key, getattr(obj, column)))
+            if parent is not None:
+                place(parent)
+        placed.append(obj)
+
+    for obj in rows:
+        place(obj)
+    return placed
 
 
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:

@@ -106,7 +106,8 @@ def submit(
     if request.callback is not None:
         events.check_callback_url(str(request.callback.url))
     now = utcnow()
-    job = Job(
+    job = plain_row(
+        Job,
         id=new_id(),
         principal=principal,
         idempotency_key=idempotency_key,
@@ -121,6 +122,7 @@ def submit(
         + timedelta(seconds=request.deadline_s or get_settings().api.default_deadline_s),
         n_items=len(request.items),
         n_done=0,
+        finished_at=None,
         request_id=current_request_id(),
     )
     session.add(job)

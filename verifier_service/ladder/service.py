@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from tiers.base import Candidate, Verdict, VerdictStatus
 from tiers.registry import get_tier
-from verifier_service.core.db import utcnow
+from verifier_service.core.db import utcnow, write_new
 from verifier_service.events import service as events
 from verifier_service.ladder import repository
 from verifier_service.ladder.budgets import BudgetBook
@@ -118,8 +118,7 @@ class LadderPass:
     def _write(self) -> None:
         """Write the rows this pass made so far, its new items (and job) first: the rows, and
         the events and outbox rows written after the pass, refer to them."""
-        if self.session.new:
-            self.session.flush()
+        write_new(self.session, (Job, Item))
         verdicts, self._new_verdicts = self._new_verdicts, []
         charges, self._new_charges = self._new_charges, []
         repository.insert_verdicts(self.session, verdicts)
