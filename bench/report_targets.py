@@ -180,6 +180,13 @@ TARGETS: dict[str, list[Target]] = {
             ("postgres",),
         ),
         Target(
+            "all-cached batch over HTTP (256 items), items/s",
+            ">= 5,000",
+            "issue 18",
+            lambda f: f["cached_batch_items_per_s"] >= 5000,
+            key("cached_batch_items_per_s", " items/s"),
+        ),
+        Target(
             "authentication added to the median (fresh / cached)",
             "<= 1 ms",
             "issue 11",
