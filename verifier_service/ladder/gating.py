@@ -15,6 +15,7 @@ from verifier_service.policies.gates import (
     GateEvaluationError,
     StepDecision,
     audit_draw,
+    compile_expr,
     decide_step,
 )
 from verifier_service.policies.schemas import LadderStep
@@ -50,6 +51,8 @@ class StepGates:
 
     def decide(self, item: Item, index: int, step: LadderStep) -> Decision:
         """Climb, audit, stop, or wait for the rest of the item's group."""
+        if step.group is None and compile_expr(step.gate, expect="bool").constant == (True,):
+            return Decision.climb  # a gate that is always true (the default): nothing to read
         if step.group is not None and item.group_key is not None:
             decision = self._group_decision(item, index, step)
             if decision is None:

@@ -466,15 +466,16 @@ class LadderPass:
             before = dict(item.reward or {})
             if Reward.model_validate(before).model_copy(update={"revision": None}) == reward:
                 return  # the same reward again: not a change
-            reward = reward.model_copy(update={"revision": int(before.get("revision") or 1) + 1})
+            revision = int(before.get("revision") or 1) + 1
         else:
             # an item an operator retried kept its old reward until now: this is the next one
             revision = int((item.reward or {}).get("revision") or 0) + 1
-            reward = reward.model_copy(update={"revision": revision})
             observe.reward(self.session, self.job.policy_name, str(reward.status))
             move(item, ItemState.done)
             item.finished_at = self.now
-        item.reward = reward.model_dump(mode="json")
+        stored = reward.model_dump(mode="json")
+        stored["revision"] = revision  # (not a model copy per item: the dump is what is kept)
+        item.reward = stored
         if item.parent_id is not None:
             self.session.flush()
             parent = self.session.get(Item, item.parent_id)
@@ -487,9 +488,7 @@ class LadderPass:
                 self._complete(parent, trajectory_reward(self.doc, siblings))
             return
         self.result.events.append(
-            events.item_event(
-                self.job.id, self.job.principal, item.index, reward.revision or 1, item.reward
-            )
+            events.item_event(self.job.id, self.job.principal, item.index, revision, item.reward)
         )
         if revised:
             return
