@@ -90,3 +90,23 @@ def test_deadline_holds_when_its_broker_message_is_lost(
     reward = job["items"][0]["reward"]
     assert reward["status"] == "scored", reward
     assert "deadline" in reward["reason"]
+
+
+def test_a_small_waiting_request_is_answered_at_once_while_the_broker_is_down(
+    flaky_broker_service: tuple[Service, RedisServer],
+) -> None:
+    """The inline lane needs no broker: with it away, a one-molecule request is still scored
+    in its own request, without waiting on the Redis client's reconnection attempts."""
+    service, broker = flaky_broker_service
+    broker.stop()
+    body = {"items": [{"kind": "molecule", "payload": {"smiles": "CCO"}}], "wait_s": 30}
+    with service.client(timeout=60) as client:
+        times = []
+        for smiles in ("CCO", "CCCO", "CCCCO"):
+            body["items"][0]["payload"]["smiles"] = smiles
+            started = time.monotonic()
+            response = client.post("/v1/rewards", json=body)
+            times.append(time.monotonic() - started)
+            assert response.status_code == 200, response.text
+            assert response.json()["items"][0]["reward"]["status"] == "scored"
+    assert max(times) < 1.0, f"seconds per request with the broker down: {times}"

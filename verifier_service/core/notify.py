@@ -13,6 +13,8 @@ from urllib.parse import urlparse
 import redis
 import redis.asyncio as aioredis
 
+from verifier_service.core.redis_client import BrokerRedis
+
 CHANNEL_PREFIX = "verifier:job:"
 EVENTS_PREFIX = "verifier:job-events:"
 
@@ -33,9 +35,14 @@ def redis_kwargs(url: str) -> dict[str, Any]:
     }
 
 
+#: Seconds a process stops calling the broker after a call could not reach it (`BrokerRedis`).
+BROKER_PAUSE_S = 2.0
+
+
 @lru_cache(maxsize=4)
 def sync_client(url: str) -> redis.Redis:
-    return redis.Redis(**redis_kwargs(url), socket_timeout=5)
+    """This process's client of the broker at `url`: fails fast while the broker is away."""
+    return BrokerRedis(pause_s=BROKER_PAUSE_S, **redis_kwargs(url), socket_timeout=5)
 
 
 def publish_jobs(url: str, finished: set[str], with_events: set[str]) -> None:
