@@ -75,7 +75,12 @@ SPECS: dict[str, dict[str, Spec]] = {
             ["--layout", "postgres"], ["--layout", "postgres", "--repeats", "10"], ("postgres",)
         ),
     },
-    "bench_soak": {"": Spec(["--duration", "120"], [])},  # the long form: 600 s, its default
+    "bench_soak": {  # the long forms: 600 s, its default
+        "": Spec(["--duration", "120"], []),
+        "postgres": Spec(
+            ["--layout", "postgres", "--duration", "120"], ["--layout", "postgres"], PG
+        ),
+    },
     # bench_metrics' default rounds need more molecules than RDKit's NCI set holds.
     "bench_metrics": {
         "": Spec(["--rounds", "6", "--jobs", "4"], ["--rounds", "10", "--jobs", "6"])

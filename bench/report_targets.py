@@ -264,6 +264,13 @@ TARGETS: dict[str, list[Target]] = {
             soak_flat,
             soak_shown,
         ),
+        Target(
+            "requests that failed during the soak (e.g. a deadlock's 503)",
+            "0",
+            "issue 18",
+            lambda f: f["errors"] == 0,
+            key("errors"),
+        ),
     ],
     "bench_metrics": [
         Target(
