@@ -149,6 +149,29 @@ def test_sse_streams_item_and_job_events_and_resumes(service: Service) -> None:
         assert "not a cursor" in bad.json()["message"]
 
 
+def test_a_job_finished_in_its_own_request_has_its_events_in_order(service: Service) -> None:
+    """The inline lane finishes a small waiting job before its response: its events are written
+    without reading their ids back (no callback needs them) and no wake-up is published (no one
+    can be waiting yet). A stream opened afterwards must still show them all, in order, with
+    ids it can resume from."""
+    with service.client() as client:
+        body = {"items": [unique_mol(), mol("CCO")], "wait_s": 30}
+        done = client.post("/v1/rewards", json=body)
+        assert done.status_code == 200, done.text
+        assert done.json()["status"] == "completed"
+        job_id = done.json()["id"]
+        events, _ = read_stream(client, job_id, timeout=10)
+        assert [e["type"] for e in events] == ["item.finished", "item.finished", "job.finished"]
+        assert sorted(e["data"]["index"] for e in events[:2]) == [0, 1]
+        ids = [e["id"] for e in events]
+        assert ids == sorted(ids)
+        assert len(set(ids)) == 3
+        streamed = {e["data"]["index"]: e["data"]["reward"] for e in events[:2]}
+        assert {i["index"]: i["reward"] for i in done.json()["items"]} == streamed
+        rest, _ = read_stream(client, job_id, last_event_id=ids[0], timeout=10)
+        assert [e["id"] for e in rest] == ids[1:]
+
+
 def test_python_client_streams_over_sse(service: Service) -> None:
     with VerifierClient(service.base_url, api_key=service.api_key) as client:
         job = client.submit([unique_mol(), unique_mol(), mol("CCO")])
