@@ -180,7 +180,7 @@ TARGETS: dict[str, list[Target]] = {
             ("postgres",),
         ),
         Target(
-            "all-cached batch over HTTP (256 items), items/s",
+            "all-cached batch over HTTP (--batch items, 256 by default), items/s",
             ">= 5,000",
             "issue 18",
             lambda f: f["cached_batch_items_per_s"] >= 5000,

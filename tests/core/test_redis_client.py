@@ -5,6 +5,7 @@ right after fail at once, and once the pause is over the client reaches the brok
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,10 @@ from support import RedisServer, free_port
 from verifier_service.core.redis_client import BrokerRedis
 
 
-def _seconds_to_fail(call: object) -> float:
+def _seconds_to_fail(call: Callable[[], object]) -> float:
     started = time.monotonic()
     with pytest.raises(redis.ConnectionError):
-        call()  # type: ignore[operator]
+        call()
     return time.monotonic() - started
 
 

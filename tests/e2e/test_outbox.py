@@ -99,11 +99,10 @@ def test_a_small_waiting_request_is_answered_at_once_while_the_broker_is_down(
     in its own request, without waiting on the Redis client's reconnection attempts."""
     service, broker = flaky_broker_service
     broker.stop()
-    body = {"items": [{"kind": "molecule", "payload": {"smiles": "CCO"}}], "wait_s": 30}
     with service.client(timeout=60) as client:
         times = []
         for smiles in ("CCO", "CCCO", "CCCCO"):
-            body["items"][0]["payload"]["smiles"] = smiles
+            body = {"items": [{"kind": "molecule", "payload": {"smiles": smiles}}], "wait_s": 30}
             started = time.monotonic()
             response = client.post("/v1/rewards", json=body)
             times.append(time.monotonic() - started)
