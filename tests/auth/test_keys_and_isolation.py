@@ -184,11 +184,12 @@ def test_cost_budgets_are_charged_to_the_keys_principal(live_service: Service) -
     spender = live_service.create_key(f"spender-{tag}", "trainer")
     other = live_service.create_key(f"other-{tag}", "trainer")
 
+    chains = iter(range(3, 60))  # a new molecule for every item: a cached verdict costs nothing
+
     def score(key: str, n: int) -> list[dict[str, Any]]:
-        salt = uuid.uuid4().int % 30 + 3
-        items = [
-            {"kind": "molecule", "payload": {"smiles": "C" * (salt + i) + "N"}} for i in range(n)
-        ]
+        lengths = [next(chains) for _ in range(n)]
+        tail = "C" * (int(tag, 16) % 20 + 1) + "F"
+        items = [{"kind": "molecule", "payload": {"smiles": "C" * k + "N" + tail}} for k in lengths]
         with live_service.client(api_key=key) as client:
             body = {"policy": policy["name"], "items": items, "wait_s": 20}
             response = client.post("/v1/rewards", json=body)
