@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import redis
-from support import RedisServer, free_port
+from support import REPO, RedisServer, free_port
 
 from verifier_service.core.broker import make_celery
 from verifier_service.core.presence import held_key
@@ -66,6 +69,39 @@ def test_a_dead_workers_held_task_is_sent_again_with_its_request_id(
     assert headers["task"] == "tier.chem_fast.verify"
     assert headers["request_id"] == "step-17"
     assert headers["job_id"] == "job-9"
+
+
+def test_a_dead_workers_task_still_unacknowledged_goes_back_as_it_was(
+    broker: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"redis://127.0.0.1:{broker.connection_pool.connection_kwargs['port']}/0"
+    settings = Settings.model_validate({"broker": {"url": url}})
+    monkeypatch.setattr(recovery, "celery_app", lambda: make_celery(settings))
+    args = ["molecule", 0, ["item-1"]]
+    sent = make_celery(settings).send_task(
+        "tier.chem_fast.verify", args=args, queue="tier.fast", headers={"request_id": "step-18"}
+    )
+    # A worker takes it (kombu moves it into its unacknowledged set), records it, and is killed.
+    take = (
+        "import os\nfrom verifier_service.core.broker import celery_app\n"
+        "with celery_app().connection_for_read() as c:\n"
+        "    assert c.default_channel.basic_get('tier.fast', no_ack=False)\n"
+        "    os._exit(0)\n"
+    )
+    env = {**os.environ, "VERIFIER_BROKER__URL": url}
+    subprocess.run([sys.executable, "-c", take], env=env, cwd=REPO, check=True, timeout=60)
+    entry = ["tier.chem_fast.verify", args, "tier.fast", {"request_id": "step-18"}]
+    broker.hset(held_key("fast@killed-host"), sent.id, json.dumps(entry))
+    assert broker.llen("tier.fast") == 0
+
+    assert recovery.resend_held(broker, live=set()) == {"fast@killed-host"}
+
+    # The same message, marked redelivered; nothing left for kombu to restore a second time.
+    (headers,) = _queued_headers(broker, "tier.fast")
+    assert headers["id"] == sent.id
+    assert headers["redelivered"] is True
+    assert headers["request_id"] == "step-18"
+    assert broker.hlen("unacked") == 0
 
 
 def test_tasks_held_before_ids_were_recorded_are_still_sent_again(

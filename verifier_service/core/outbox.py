@@ -52,6 +52,12 @@ def due(session: Session, staged_before: datetime, limit: int) -> list[OutboxMes
     return list(session.scalars(query))
 
 
+def staged_tier_items(session: Session, limit: int = 10_000) -> set[str]:
+    """The items that tier tasks staged here and not yet sent carry."""
+    query = select(OutboxMessage.args).where(OutboxMessage.task.like("tier.%")).limit(limit)
+    return {str(item_id) for args in session.scalars(query) for item_id in args[2]}
+
+
 def forget(session: Session, ids: Sequence[str]) -> None:
     """Drop messages that have been sent."""
     if ids:

@@ -39,11 +39,23 @@ def workers_holding_tasks(client: redis.Redis) -> list[str]:
 
 def live_nodes(client: redis.Redis, queues: Iterable[str]) -> set[str]:
     """Names of the workers whose presence has not run out, on any of `queues`."""
+    return set(live_queues(client, queues))
+
+
+def live_queues(client: redis.Redis, queues: Iterable[str]) -> dict[str, set[str]]:
+    """The queues of `queues` each live worker consumes, by worker name (one round trip)."""
     pipe = client.pipeline(transaction=False)
     now = time.time()
+    queues = list(queues)
     for queue in queues:
         pipe.zrangebyscore(presence_key(queue), now, "+inf")
-    return {n.decode() if isinstance(n, bytes) else str(n) for ns in pipe.execute() for n in ns}
+    found: dict[str, set[str]] = {}
+    for queue, nodes in zip(queues, pipe.execute(), strict=True):
+        for node in nodes:
+            found.setdefault(node.decode() if isinstance(node, bytes) else str(node), set()).add(
+                queue
+            )
+    return found
 
 
 def workers_per_queue(client: redis.Redis, queues: list[str]) -> dict[str, int]:

@@ -11,13 +11,16 @@ deployment of workers alone still recovers), one process at a time (a lock in Re
   out), work taken longer ago than any task may run, and work never taken for too long. An item
   sent `max_dispatches` times ends with an infra_error reward that says so; and the tasks a
   worker that died had taken from the broker (each worker records them in Redis as it takes
-  them) are sent again at once, instead of after the broker's visibility timeout.
+  them) are sent again at once, instead of after the broker's visibility timeout, as are the
+  tier messages a worker took from the broker and died before it could record, and the work a
+  worker took with it as it died (`ladder.inflight`).
 Tier tasks are idempotent, so work sent twice (the broker kept it after all) is harmless.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -27,17 +30,18 @@ import structlog
 from sqlalchemy.orm import Session
 
 from tiers.registry import get_tier
+from verifier_service.core import broker_messages
 from verifier_service.core.broker import QUEUES, celery_app
 from verifier_service.core.db import transaction, utcnow
 from verifier_service.core.notify import sync_client
 from verifier_service.core.presence import (
     held_key,
-    live_nodes,
+    live_queues,
     paused_queues,
     workers_holding_tasks,
 )
 from verifier_service.events.webhooks import resend_overdue
-from verifier_service.ladder import dispatch, repository
+from verifier_service.ladder import dispatch, inflight, repository
 from verifier_service.ladder.models import Job
 from verifier_service.ladder.runs import resend_lost_work
 from verifier_service.metrics import propagation
@@ -51,6 +55,11 @@ log = structlog.get_logger(__name__)
 BROKER_MARKER = "verifier:broker-marker"
 LOCK = "verifier:sweep-lock"
 UPTIME_SLACK = timedelta(seconds=2)
+#: Tier messages taken from the broker this long ago and recorded by no worker, seen so by two
+#: sweeps `CONFIRM_S` apart, are put back on their queues (first seen: tag -> epoch seconds).
+UNRECORDED = "verifier:unrecorded-taken"
+UNRECORDED_AFTER_S = 10.0
+CONFIRM_S = 2.0
 
 
 @dataclass
@@ -61,6 +70,7 @@ class SweepReport:
     jobs_expired: int = 0
     webhooks_resent: int = 0
     workers_resent: int = 0
+    unrecorded_restored: int = 0
     items_resent: int = 0
 
 
@@ -81,24 +91,71 @@ def broker_reset_at(client: redis.Redis) -> datetime | None:
     return min(now, now - timedelta(seconds=uptime_s) + UPTIME_SLACK)
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def resend_held(client: redis.Redis, live: set[str]) -> set[str]:
     """Send again the tasks that workers which died had taken from the broker (run or only
-    prefetched, acknowledged or not); the workers whose tasks were sent."""
-    handled: set[str] = set()
-    for node in workers_holding_tasks(client):
-        if node in live:
-            continue
-        handled.add(node)
-        resent = 0
+    prefetched, acknowledged or not); the workers whose tasks were sent.
+
+    A task whose message the broker still holds as unacknowledged goes back on its queue as it
+    was (kombu would do the same, but only after the visibility timeout); any other is sent
+    anew from the worker's record."""
+    dead = [node for node in workers_holding_tasks(client) if node not in live]
+    if not dead:
+        return set()
+    taken = broker_messages.unacked(celery_app())
+    for node in dead:
+        restored = sent = 0
         key = held_key(node)
-        for task_id, entry in client.hgetall(key).items():
-            name, args, queue, *rest = json.loads(entry)
-            carried = propagation.carried_context(rest[0] if rest else None)
-            celery_app().send_task(name, args=args, queue=queue, headers=carried)
+        for raw_id, entry in client.hgetall(key).items():
+            task_id = _text(raw_id)
+            if task_id in taken and broker_messages.restore(celery_app(), [taken[task_id].tag]):
+                restored += 1
+            else:
+                name, args, queue, *rest = json.loads(entry)
+                carried = propagation.carried_context(rest[0] if rest else None)
+                celery_app().send_task(name, args=args, queue=queue, headers=carried)
+                sent += 1
             client.hdel(key, task_id)
-            resent += 1
-        log.warning("sent the tasks of a worker that died again", worker=node, tasks=resent)
-    return handled
+        log.warning(
+            "sent the tasks of a worker that died again",
+            worker=node,
+            tasks=restored + sent,
+            restored=restored,
+        )
+    return set(dead)
+
+
+def restore_unrecorded(client: redis.Redis) -> int:
+    """Put back the tier messages a consumer took from the broker that no worker records as
+    held; how many.
+
+    A worker records a task as it takes it, a moment after kombu moved the message aside: one
+    killed in between leaves a message nobody would send again before the visibility timeout.
+    A message counts as such once it was taken `UNRECORDED_AFTER_S` ago and a sweep at least
+    `CONFIRM_S` earlier found it unrecorded too (a worker drops its record as the task ends, a
+    moment before it acknowledges the message; that message is gone by the second look)."""
+    now = time.time()
+    taken = broker_messages.unacked(celery_app(), taken_before=now - UNRECORDED_AFTER_S)
+    if taken:
+        held: set[str] = set()
+        for node in workers_holding_tasks(client):
+            held.update(_text(k) for k in client.hkeys(held_key(node)))
+        taken = {task_id: m for task_id, m in taken.items() if task_id not in held}
+    seen = {_text(k): float(v) for k, v in client.hgetall(UNRECORDED).items()}
+    pipe = client.pipeline()
+    pipe.delete(UNRECORDED)
+    if taken:
+        pipe.hset(UNRECORDED, mapping={m.tag: seen.get(m.tag, now) for m in taken.values()})
+        pipe.expire(UNRECORDED, 3600)
+    pipe.execute()
+    due = [m.tag for m in taken.values() if now - seen.get(m.tag, now) >= CONFIRM_S]
+    restored = broker_messages.restore(celery_app(), due) if due else 0
+    if restored:
+        log.warning("put back tier tasks a worker took but never recorded", tasks=restored)
+    return restored
 
 
 def resend_lost(settings: Settings, client: redis.Redis, alive: set[str], limit: int = 2000) -> int:
@@ -122,6 +179,9 @@ def resend_lost(settings: Settings, client: redis.Redis, alive: set[str], limit:
         paused = set(paused_queues(client))
         if paused and lost:
             lost = _not_held_back(session, lost, paused, lost_since)
+    for job_id, item_ids in inflight.lost_in_flight(celery_app(), client).items():
+        lost.setdefault(job_id, [])
+        lost[job_id] = sorted(set(lost[job_id]) | set(item_ids))
     resent = 0
     for job_id, item_ids in lost.items():
         with transaction() as session:
@@ -176,7 +236,9 @@ def sweep(settings: Settings, every_s: float, grace_s: float) -> SweepReport | N
     token = uuid.uuid4().hex
     if not client.set(LOCK, token, nx=True, px=max(int(every_s * 900), 100)):
         return None
-    live = live_nodes(client, QUEUES)
+    live_on = live_queues(client, QUEUES)
+    live = set(live_on)
+    inflight.note_deaths(client, live_on)
     report = SweepReport(
         outbox_sent=dispatch.sweep(grace_s),
         jobs_expired=dispatch.expire_overdue(),
@@ -184,6 +246,7 @@ def sweep(settings: Settings, every_s: float, grace_s: float) -> SweepReport | N
     )
     handled = resend_held(client, live)
     report.workers_resent = len(handled)
+    report.unrecorded_restored = restore_unrecorded(client)
     # The items claimed by those workers are in the tasks just sent: not sent a second time.
     report.items_resent = resend_lost(settings, client, live | handled)
     return report

@@ -83,6 +83,22 @@ def lost_work(
     return found
 
 
+def unclaimed_running(session: Session, sent_before: datetime, limit: int) -> dict[str, str]:
+    """Running items sent to a tier before `sent_before` that no worker has taken yet: item
+    id -> job id, the last sent first."""
+    query = (
+        select(Item.id, Item.job_id)
+        .where(
+            Item.state == "running",
+            Item.claimed_by.is_(None),
+            Item.dispatched_at < sent_before,
+        )
+        .order_by(Item.dispatched_at.desc())
+        .limit(limit)
+    )
+    return dict(session.execute(query).tuples().all())
+
+
 def open_leaf_items(session: Session, job_id: str) -> list[Item]:
     """Items of a job that climb ladders themselves and are not done."""
     query = select(Item).where(
