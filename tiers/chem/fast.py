@@ -10,7 +10,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import cache, lru_cache, partial
 from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -262,7 +262,12 @@ def _sascorer() -> Any:
     return sascorer
 
 
-@cache
+#: Items' own reference molecules kept fingerprinted per process: items carry their own, so an
+#: unbounded cache would grow with every new reference a long-running worker sees.
+REFERENCE_FP_CACHE = 4096
+
+
+@lru_cache(maxsize=REFERENCE_FP_CACHE)
 def _reference_fp(smiles: str, radius: int, size: int) -> Any:
     if len(smiles) > MAX_SMILES_LENGTH:  # an item's reference: never handed to RDKit
         return None

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tiers.base import Candidate, Tier, VerdictStatus
-from tiers.chem.fast import COMPONENTS, ChemFastTier
+from tiers.chem.fast import COMPONENTS, REFERENCE_FP_CACHE, ChemFastTier, _reference_fp
 from tiers.registry import get_tier
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
@@ -145,6 +145,21 @@ def test_similarity_to_item_and_config_references(tier: ChemFastTier) -> None:
     assert same.components["tanimoto_max"] == pytest.approx(1.0)
     (v,) = tier.verify_batch([mol(ASPIRIN, ["OC(=O)c1ccccc1O"])], {"reference_smiles": [CAFFEINE]})
     assert 0.0 < v.components["tanimoto_mean"] < v.components["tanimoto_max"] < 1.0
+
+
+def test_item_references_are_not_kept_without_bound(tier: ChemFastTier) -> None:
+    """A worker sees a new reference with most items: the fingerprints it keeps are bounded."""
+    _reference_fp.cache_clear()
+    references = [f"C{'C' * (i % 60)}O{'C' * (i // 60)}N" for i in range(REFERENCE_FP_CACHE + 500)]
+    for start in range(0, len(references), 500):
+        batch = [mol(ASPIRIN, references[start : start + 500])]
+        (verdict,) = tier.verify_batch(batch, {})
+        assert verdict.components["tanimoto_max"] > 0.0
+    assert _reference_fp.cache_info().currsize == REFERENCE_FP_CACHE
+    # The most recent ones are still served from the cache.
+    hits = _reference_fp.cache_info().hits
+    tier.verify_batch([mol(ASPIRIN, references[-10:])], {})
+    assert _reference_fp.cache_info().hits == hits + 10
 
 
 @pytest.mark.parametrize(
