@@ -7,6 +7,7 @@ resume it and see the job finish."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -408,3 +409,24 @@ def test_browser_workers_and_reviewers_pages(ops: Service, page: Any, tmp_path: 
     page.wait_for_url("**/console/reviewers")
     assert page.get_by_role("heading", name="Throughput and accuracy on gold items").count() == 1
     page.screenshot(path=str(tmp_path / "console-reviewers.png"), full_page=True)  # docs/img/
+
+
+def test_operations_lists_the_tasks_workers_record_in_either_format(redis_url: str) -> None:
+    """A worker records each task with the request's context (four fields); one of an older
+    release recorded three. The operations view reads both (it failed on the four-field ones)."""
+    from verifier_service.console.ops_service import operations
+
+    client = redis.Redis.from_url(redis_url)
+    node = f"held-{uuid.uuid4().hex[:6]}@host"
+    now = ["tier.chem_fast.verify", ["molecule", 0, ["a", "b"]], "tier.fast", {"request_id": "r"}]
+    older = ["tier.schema.verify", ["json", 0, ["c"]], "tier.fast"]
+    client.hset(held_key(node), mapping={"t1": json.dumps(now), "t0": json.dumps(older)})
+    try:
+        (worker,) = [w for w in operations(redis_url).workers if w.node == node]
+    finally:
+        client.delete(held_key(node))
+    tasks = [(t.id, t.name, t.items, t.state) for t in worker.tasks]
+    assert tasks == [
+        ("t0", "tier.schema.verify", 1, "held"),
+        ("t1", "tier.chem_fast.verify", 2, "held"),
+    ]

@@ -35,7 +35,7 @@ from verifier_service.core.presence import (
     PAUSED_KEY,
     STATE_PREFIX,
     drain_key,
-    held_key,
+    held_tasks,
     live_nodes,
     paused_queues,
     workers_holding_tasks,
@@ -168,14 +168,20 @@ def _tasks(
     client: redis.Redis, node: str, seen: tuple[set[str], set[str]] | None
 ) -> list[WorkerTask]:
     out = []
-    for task_id, entry in sorted(client.hgetall(held_key(node)).items()):
-        name, args, queue = json.loads(entry)
-        tid = task_id.decode() if isinstance(task_id, bytes) else str(task_id)
+    for task in held_tasks(client, node):
         state = "held"
         if seen is not None:
-            state = "active" if tid in seen[0] else "reserved" if tid in seen[1] else "held"
-        items = len(args[2]) if len(args) > 2 and isinstance(args[2], list) else 1
-        out.append(WorkerTask(id=tid, name=name, queue=queue, items=items, state=state))
+            state = (
+                "active"
+                if task.task_id in seen[0]
+                else "reserved"
+                if task.task_id in seen[1]
+                else "held"
+            )
+        items = len(task.item_ids) or 1
+        out.append(
+            WorkerTask(id=task.task_id, name=task.name, queue=task.queue, items=items, state=state)
+        )
     return out
 
 

@@ -20,6 +20,8 @@ from typing import Any
 
 from celery import Celery
 
+from verifier_service.core.presence import text
+
 
 @dataclass(frozen=True)
 class Taken:
@@ -29,10 +31,6 @@ class Taken:
     task_id: str
     taken_at: float  # epoch seconds
     item_ids: tuple[str, ...]
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _tier_task(message: dict[str, Any]) -> tuple[str, tuple[str, ...]] | None:
@@ -60,7 +58,7 @@ def unacked(app: Celery, taken_before: float | None = None, limit: int = 5000) -
         )  # fmt: skip
         if not index:
             return {}
-        tags = [_text(tag) for tag, _ in index]
+        tags = [text(tag) for tag, _ in index]
         raws = client.hmget(channel.unacked_key, tags)
     taken: dict[str, Taken] = {}
     for tag, (_, score), raw in zip(tags, index, raws, strict=True):

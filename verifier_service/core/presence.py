@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -17,6 +19,37 @@ PREFIX = "verifier:workers:"
 #: A hash per worker of the tasks it has taken from the broker and not finished (task id ->
 #: JSON [task name, args, queue]), so that the tasks of a worker that died are sent again.
 HELD_PREFIX = "verifier:held:"
+
+
+def text(value: bytes | str) -> str:
+    """A Redis reply as text (the clients here do not decode replies)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class HeldTask:
+    """One task a worker records as taken from the broker (`workers.presence`)."""
+
+    task_id: str
+    name: str
+    args: list[Any]
+    queue: str
+    carried: dict[str, Any] | None  # the request's context; absent from older records
+
+    @property
+    def item_ids(self) -> list[str]:
+        """The items a tier task carries (its third argument)."""
+        ids = self.args[2] if len(self.args) > 2 and isinstance(self.args[2], list) else []
+        return [str(i) for i in ids]
+
+
+def held_tasks(client: redis.Redis, node: str) -> list[HeldTask]:
+    """The tasks `node` records as taken, by task id order."""
+    out = []
+    for task_id, entry in sorted(client.hgetall(held_key(node)).items()):
+        name, args, queue, *rest = json.loads(entry)
+        out.append(HeldTask(text(task_id), name, args, queue, rest[0] if rest else None))
+    return out
 
 
 def presence_key(queue: str) -> str:
@@ -32,7 +65,7 @@ def held_key(node: str) -> str:
 def workers_holding_tasks(client: redis.Redis) -> list[str]:
     """Names of the workers that hold tasks (alive or not)."""
     return [
-        (key.decode() if isinstance(key, bytes) else str(key))[len(HELD_PREFIX) :]
+        text(key)[len(HELD_PREFIX) :]
         for key in client.scan_iter(match=f"{HELD_PREFIX}*", count=1000)
     ]
 
@@ -52,9 +85,7 @@ def live_queues(client: redis.Redis, queues: Iterable[str]) -> dict[str, set[str
     found: dict[str, set[str]] = {}
     for queue, nodes in zip(queues, pipe.execute(), strict=True):
         for node in nodes:
-            found.setdefault(node.decode() if isinstance(node, bytes) else str(node), set()).add(
-                queue
-            )
+            found.setdefault(text(node), set()).add(queue)
     return found
 
 
@@ -103,13 +134,9 @@ def state_key(node: str) -> str:
     return f"{STATE_PREFIX}{node}"
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def paused_queues(client: redis.Redis) -> dict[str, dict[str, str]]:
     """The paused queues, each with who paused it and when."""
-    return {_text(q): json.loads(v) for q, v in client.hgetall(PAUSED_KEY).items()}
+    return {text(q): json.loads(v) for q, v in client.hgetall(PAUSED_KEY).items()}
 
 
 _paused_cache: tuple[float, frozenset[str]] | None = None
@@ -120,7 +147,7 @@ def paused_now(client: redis.Redis, max_age_s: float = 1.0) -> frozenset[str]:
     global _paused_cache
     now = time.monotonic()
     if _paused_cache is None or now - _paused_cache[0] > max_age_s:
-        _paused_cache = (now, frozenset(_text(q) for q in client.hkeys(PAUSED_KEY)))
+        _paused_cache = (now, frozenset(text(q) for q in client.hkeys(PAUSED_KEY)))
     return _paused_cache[1]
 
 

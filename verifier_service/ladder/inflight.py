@@ -15,7 +15,6 @@ while such a check is open: from a death until every item sent before it is acco
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 
@@ -26,7 +25,7 @@ from redis.typing import EncodableT, FieldT
 from verifier_service.core import broker_messages, outbox
 from verifier_service.core.broker import QUEUES
 from verifier_service.core.db import transaction
-from verifier_service.core.presence import held_key, workers_holding_tasks
+from verifier_service.core.presence import held_tasks, text, workers_holding_tasks
 from verifier_service.ladder import repository
 
 #: The workers the sweep saw alive: name -> the queues it consumed, comma-separated.
@@ -39,13 +38,9 @@ CONFIRM_S = 2.0
 TIER_QUEUES = tuple(q for q in QUEUES if q.startswith("tier."))
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def note_deaths(client: redis.Redis, live: dict[str, set[str]]) -> list[str]:
     """Compare the live workers with those seen before; the ones gone (and open a check)."""
-    known = {_text(k): _text(v) for k, v in client.hgetall(KNOWN).items()}
+    known = {text(k): text(v) for k, v in client.hgetall(KNOWN).items()}
     gone = [node for node in known if node not in live]
     changed: dict[FieldT, EncodableT] = {
         node: ",".join(sorted(queues))
@@ -63,11 +58,12 @@ def note_deaths(client: redis.Redis, live: dict[str, set[str]]) -> list[str]:
 
 
 def _held_item_ids(client: redis.Redis) -> set[str]:
-    found: set[str] = set()
-    for node in workers_holding_tasks(client):
-        for entry in client.hvals(held_key(node)):
-            found.update(str(i) for i in json.loads(entry)[1][2])
-    return found
+    return {
+        item
+        for node in workers_holding_tasks(client)
+        for t in held_tasks(client, node)
+        for item in t.item_ids
+    }
 
 
 def lost_in_flight(app: Celery, client: redis.Redis, limit: int = 2000) -> dict[str, list[str]]:
@@ -89,7 +85,7 @@ def lost_in_flight(app: Celery, client: redis.Redis, limit: int = 2000) -> dict[
         for taken in broker_messages.unacked(app).values():
             somewhere.update(taken.item_ids)
         nowhere = {item: job for item, job in waiting.items() if item not in somewhere}
-    seen = {_text(k): float(v) for k, v in client.hgetall(NOWHERE).items()}
+    seen = {text(k): float(v) for k, v in client.hgetall(NOWHERE).items()}
     due = {item for item in nowhere if now - seen.get(item, now) >= CONFIRM_S}
     pending: dict[FieldT, EncodableT] = {
         item: seen.get(item, now) for item in nowhere if item not in due

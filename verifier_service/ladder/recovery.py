@@ -19,7 +19,6 @@ Tier tasks are idempotent, so work sent twice (the broker kept it after all) is 
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import dataclass
@@ -36,8 +35,10 @@ from verifier_service.core.db import transaction, utcnow
 from verifier_service.core.notify import sync_client
 from verifier_service.core.presence import (
     held_key,
+    held_tasks,
     live_queues,
     paused_queues,
+    text,
     workers_holding_tasks,
 )
 from verifier_service.events.webhooks import resend_overdue
@@ -91,10 +92,6 @@ def broker_reset_at(client: redis.Redis) -> datetime | None:
     return min(now, now - timedelta(seconds=uptime_s) + UPTIME_SLACK)
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def resend_held(client: redis.Redis, live: set[str]) -> set[str]:
     """Send again the tasks that workers which died had taken from the broker (run or only
     prefetched, acknowledged or not); the workers whose tasks were sent.
@@ -108,17 +105,15 @@ def resend_held(client: redis.Redis, live: set[str]) -> set[str]:
     taken = broker_messages.unacked(celery_app())
     for node in dead:
         restored = sent = 0
-        key = held_key(node)
-        for raw_id, entry in client.hgetall(key).items():
-            task_id = _text(raw_id)
-            if task_id in taken and broker_messages.restore(celery_app(), [taken[task_id].tag]):
+        for task in held_tasks(client, node):
+            message = taken.get(task.task_id)
+            if message is not None and broker_messages.restore(celery_app(), [message.tag]):
                 restored += 1
             else:
-                name, args, queue, *rest = json.loads(entry)
-                carried = propagation.carried_context(rest[0] if rest else None)
-                celery_app().send_task(name, args=args, queue=queue, headers=carried)
+                carried = propagation.carried_context(task.carried)
+                celery_app().send_task(task.name, args=task.args, queue=task.queue, headers=carried)
                 sent += 1
-            client.hdel(key, task_id)
+            client.hdel(held_key(node), task.task_id)
         log.warning(
             "sent the tasks of a worker that died again",
             worker=node,
@@ -140,11 +135,11 @@ def restore_unrecorded(client: redis.Redis) -> int:
     now = time.time()
     taken = broker_messages.unacked(celery_app(), taken_before=now - UNRECORDED_AFTER_S)
     if taken:
-        held: set[str] = set()
-        for node in workers_holding_tasks(client):
-            held.update(_text(k) for k in client.hkeys(held_key(node)))
+        held = {
+            t.task_id for node in workers_holding_tasks(client) for t in held_tasks(client, node)
+        }
         taken = {task_id: m for task_id, m in taken.items() if task_id not in held}
-    seen = {_text(k): float(v) for k, v in client.hgetall(UNRECORDED).items()}
+    seen = {text(k): float(v) for k, v in client.hgetall(UNRECORDED).items()}
     pipe = client.pipeline()
     pipe.delete(UNRECORDED)
     if taken:
