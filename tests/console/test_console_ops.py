@@ -21,7 +21,7 @@ import redis
 from console_support import OPERATOR_PASSWORD, operator_tab, unique_smiles
 from support import Service, private_backends, start_service
 
-from verifier_service.core.presence import held_key
+from verifier_service.core.presence import held_key, presence_key, text
 
 FAST = "tier.fast"
 
@@ -409,6 +409,24 @@ def test_browser_workers_and_reviewers_pages(ops: Service, page: Any, tmp_path: 
     page.wait_for_url("**/console/reviewers")
     assert page.get_by_role("heading", name="Throughput and accuracy on gold items").count() == 1
     page.screenshot(path=str(tmp_path / "console-reviewers.png"), full_page=True)  # docs/img/
+
+
+def test_browser_a_worker_holding_a_task_shows_it(ops: Service, page: Any, tmp_path: Path) -> None:
+    """The worker table lists what each worker holds (the page failed with a 500 as soon as a
+    worker held anything, see the next test)."""
+    broker = redis.Redis.from_url(ops.env["VERIFIER_BROKER__URL"])
+    (node,) = {text(n) for n in broker.zrange(presence_key(FAST), 0, -1)}
+    entry = ["tier.schema.verify", ["json", 0, ["x1", "x2"]], FAST, {"request_id": "r-held"}]
+    task_id = f"shown-{uuid.uuid4().hex[:6]}"
+    broker.hset(held_key(node), task_id, json.dumps(entry))
+    try:
+        page.reload()
+        row = page.locator("#worker-table tbody tr").filter(has_text=node.split("@")[0])
+        shown = row.locator("li.task").filter(has_text="tier.schema.verify")
+        assert shown.inner_text() == "tier.schema.verify (2 items, tier.fast): held"
+        page.screenshot(path=str(tmp_path / "console-worker-holding.png"), full_page=True)
+    finally:
+        broker.hdel(held_key(node), task_id)
 
 
 def test_operations_lists_the_tasks_workers_record_in_either_format(redis_url: str) -> None:
