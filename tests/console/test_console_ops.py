@@ -19,7 +19,7 @@ import httpx
 import pytest
 import redis
 from console_support import OPERATOR_PASSWORD, operator_tab, unique_smiles
-from support import Service, private_backends, start_service
+from support import RedisServer, Service, free_port, private_backends, start_service
 
 from verifier_service.core.presence import held_key, presence_key, text
 
@@ -429,11 +429,15 @@ def test_browser_a_worker_holding_a_task_shows_it(ops: Service, page: Any, tmp_p
         broker.hdel(held_key(node), task_id)
 
 
-def test_operations_lists_the_tasks_workers_record_in_either_format(redis_url: str) -> None:
+def test_operations_lists_the_tasks_workers_record_in_either_format(tmp_path: Path) -> None:
     """A worker records each task with the request's context (four fields); one of an older
-    release recorded three. The operations view reads both (it failed on the four-field ones)."""
+    release recorded three. The operations view reads both (it failed on the four-field ones).
+    On a broker of its own: a service's recovery sweep would send a dead worker's tasks again."""
     from verifier_service.console.ops_service import operations
 
+    server = RedisServer(free_port(), tmp_path)
+    server.start()
+    redis_url = f"redis://127.0.0.1:{server.port}/0"
     client = redis.Redis.from_url(redis_url)
     node = f"held-{uuid.uuid4().hex[:6]}@host"
     now = ["tier.chem_fast.verify", ["molecule", 0, ["a", "b"]], "tier.fast", {"request_id": "r"}]
@@ -442,7 +446,7 @@ def test_operations_lists_the_tasks_workers_record_in_either_format(redis_url: s
     try:
         (worker,) = [w for w in operations(redis_url).workers if w.node == node]
     finally:
-        client.delete(held_key(node))
+        server.stop()
     tasks = [(t.id, t.name, t.items, t.state) for t in worker.tasks]
     assert tasks == [
         ("t0", "tier.schema.verify", 1, "held"),
