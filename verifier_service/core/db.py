@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import structlog
 from sqlalchemy import (
@@ -16,6 +16,8 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Engine,
+    Executable,
+    Insert,
     Table,
     TypeDecorator,
     create_engine,
@@ -31,6 +33,8 @@ from verifier_service.settings import get_settings
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
 M = TypeVar("M", bound="Base")
+S = TypeVar("S", bound=Executable)
+P = ParamSpec("P")
 
 
 def utcnow() -> datetime:
@@ -96,6 +100,23 @@ def row_values(instance: Base, keys: Sequence[str]) -> dict[str, Any]:
     return {key: state.get(key) for key in keys}
 
 
+@cache
+def insert_into(table: Table) -> Insert:
+    """The plain INSERT of a table, built once per process.
+
+    Building a statement and its cache key costs 0.05-0.3 ms each time, more than writing a
+    row or two to SQLite; a statement built once keeps its cache key. For the statements every
+    request runs (see also `built_once`)."""
+    return insert(table)
+
+
+def built_once(make: Callable[P, S]) -> Callable[P, S]:
+    """A statement factory that builds its statement once per argument (e.g. a dialect's name)
+    and then returns it: for a query on every request's path, with `bindparam`s for what
+    changes (an `expanding=True` one for an IN list). Same reason as `insert_into`."""
+    return cache(make)  # type: ignore[return-value]
+
+
 def write_new(session: Session, models: Sequence[type[Base]]) -> None:
     """Write the session's new rows: those of `models` (in that order) with one Core INSERT per
     model, the rest by a flush after them.
@@ -132,7 +153,7 @@ def _insert_plain(session: Session, new: list[Any], models: Sequence[type[Base]]
         for obj in rows:
             session.expunge(obj)
         session.execute(
-            insert(table), [row_values(obj, columns) for obj in _parents_first(rows, refs)]
+            insert_into(table), [row_values(obj, columns) for obj in _parents_first(rows, refs)]
         )
         for obj in rows:
             make_transient_to_detached(obj)

@@ -5,10 +5,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import Table, column, func, insert, or_, select, table, text
+from sqlalchemy import (
+    BindParameter,
+    Insert,
+    Select,
+    Table,
+    bindparam,
+    column,
+    func,
+    insert,
+    or_,
+    select,
+    table,
+    text,
+)
 from sqlalchemy.orm import Session
 
-from verifier_service.core.db import row_values, utcnow
+from verifier_service.core.db import built_once, insert_into, row_values, utcnow
 from verifier_service.events.models import JobCallback, JobEvent, WebhookAttempt, WebhookDelivery
 
 #: The jobs table, as far as events read it (its ORM model belongs to the ladder, above us).
@@ -44,12 +57,18 @@ def append(session: Session, events: Sequence[JobEvent], *, with_ids: bool = Tru
         if row["created_at"] is None:
             row["created_at"] = utcnow()
     if not with_ids:
-        session.execute(insert(events_table), rows)
+        session.execute(insert_into(events_table), rows)
         return
-    statement = insert(events_table).returning(events_table.c.id, sort_by_parameter_order=True)
-    ids = session.execute(statement, rows).scalars().all()
+    ids = session.execute(_insert_returning_ids(), rows).scalars().all()
     for event, event_id in zip(events, ids, strict=True):
         event.id = event_id
+
+
+@built_once
+def _insert_returning_ids() -> Insert:
+    events_table = JobEvent.__table__
+    assert isinstance(events_table, Table)
+    return insert(events_table).returning(events_table.c.id, sort_by_parameter_order=True)
 
 
 def job_owner(session: Session, job_id: str) -> str | None:
@@ -98,10 +117,14 @@ def callbacks_of(session: Session, job_ids: Iterable[str]) -> dict[str, str]:
     ids = list(set(job_ids))
     if not ids:
         return {}
-    rows = session.execute(select(JobCallback.job_id, JobCallback.url).where(
-        JobCallback.job_id.in_(ids)
-    ))  # fmt: skip
+    rows = session.execute(_callbacks_of(), {"ids": ids})
     return {row[0]: row[1] for row in rows}
+
+
+@built_once
+def _callbacks_of() -> Select[str, str]:
+    ids: BindParameter[list[str]] = bindparam("ids", expanding=True)
+    return select(JobCallback.job_id, JobCallback.url).where(JobCallback.job_id.in_(ids))
 
 
 def add_deliveries(session: Session, deliveries: Sequence[WebhookDelivery]) -> None:

@@ -119,7 +119,6 @@ class VerdictCacheEntry(Base):
     tier: Mapped[str] = mapped_column(String(64))
     tier_version: Mapped[str] = mapped_column(String(32))
     verdict: Mapped[dict[str, Any]]
-    hits: Mapped[int] = mapped_column(default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

@@ -6,15 +6,29 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import ColumnElement, Table, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Insert,
+    Select,
+    Table,
+    Update,
+    and_,
+    bindparam,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from tiers.base import Verdict
-from verifier_service.core.db import plain_row, row_values, utcnow
+from verifier_service.core.db import built_once, insert_into, plain_row, row_values, utcnow
 from verifier_service.ladder.models import (
     CostLedgerEntry,
     Item,
@@ -25,13 +39,32 @@ from verifier_service.ladder.models import (
 )
 
 
+def get_job(session: Session, job_id: str) -> Job | None:
+    return session.scalar(_job(), {"id": job_id})
+
+
+@built_once
+def _job() -> Select[Job]:
+    return select(Job).where(Job.id == bindparam("id"))
+
+
 def lock_job(session: Session, job_id: str) -> Job | None:
     """The job, locked against concurrent ladder passes (row lock on PostgreSQL)."""
-    return session.scalar(select(Job).where(Job.id == job_id).with_for_update())
+    return session.scalar(_lock_job(), {"id": job_id})
+
+
+@built_once
+def _lock_job() -> Select[Job]:
+    return select(Job).where(Job.id == bindparam("id")).with_for_update()
 
 
 def items_by_id(session: Session, item_ids: Iterable[str]) -> list[Item]:
-    return list(session.scalars(select(Item).where(Item.id.in_(list(item_ids)))))
+    return list(session.scalars(_items_by_id(), {"ids": list(item_ids)}))
+
+
+@built_once
+def _items_by_id() -> Select[Item]:
+    return select(Item).where(Item.id.in_(bindparam("ids", expanding=True)))
 
 
 def job_of_items(session: Session, item_ids: Sequence[str]) -> str | None:
@@ -127,23 +160,28 @@ def verdicts_for(session: Session, item_ids: Sequence[str]) -> dict[str, list[Ve
     out: dict[str, list[VerdictRecord]] = defaultdict(list)
     if not item_ids:
         return out
-    query = (
-        select(VerdictRecord)
-        .where(VerdictRecord.item_id.in_(list(item_ids)))
-        .order_by(VerdictRecord.item_id, VerdictRecord.step)
-    )
-    for record in session.scalars(query):
+    for record in session.scalars(_verdicts_for(), {"ids": list(item_ids)}):
         out[record.item_id].append(record)
     return out
 
 
+@built_once
+def _verdicts_for() -> Select[VerdictRecord]:
+    query = select(VerdictRecord).where(VerdictRecord.item_id.in_(bindparam("ids", expanding=True)))
+    return query.order_by(VerdictRecord.item_id, VerdictRecord.step)
+
+
 def existing_verdict_steps(session: Session, item_ids: Sequence[str], step: int) -> set[str]:
-    query = select(VerdictRecord.item_id).where(
-        VerdictRecord.item_id.in_(list(item_ids)),
-        VerdictRecord.step == step,
+    return set(session.scalars(_verdict_steps(), {"ids": list(item_ids), "step": step}))
+
+
+@built_once
+def _verdict_steps() -> Select[str]:
+    return select(VerdictRecord.item_id).where(
+        VerdictRecord.item_id.in_(bindparam("ids", expanding=True)),
+        VerdictRecord.step == bindparam("step"),
         VerdictRecord.status != "error",  # an error an operator's retry is trying again
     )
-    return set(session.scalars(query))
 
 
 def add_verdict(
@@ -182,7 +220,8 @@ def new_verdict(item_id: str, step: int, verdict: Verdict, cache_key: str | None
 def insert_verdicts(session: Session, records: Sequence[VerdictRecord]) -> None:
     """Write verdict rows made by `new_verdict` (one statement; their items are stored)."""
     if records:
-        session.execute(insert(_table(VerdictRecord)), [_row(VerdictRecord, r) for r in records])
+        rows = [_row(VerdictRecord, r) for r in records]
+        session.execute(insert_into(_table(VerdictRecord)), rows)
 
 
 def _table(model: type[Any]) -> Table:
@@ -192,7 +231,12 @@ def _table(model: type[Any]) -> Table:
 
 
 def _row(model: type[Any], obj: Any) -> dict[str, Any]:
-    return row_values(obj, _table(model).columns.keys())
+    return row_values(obj, _columns(_table(model)))
+
+
+@cache
+def _columns(table: Table) -> list[str]:
+    return table.columns.keys()
 
 
 #: Rows already converted (or made from a verdict): reward composition and gates read each
@@ -228,33 +272,18 @@ def cached_verdicts(session: Session, keys: Iterable[str]) -> dict[str, Verdict]
     keys = list(set(keys))
     if not keys:
         return {}
-    table = _table(VerdictCacheEntry)  # two columns, no ORM rows
-    rows = session.execute(select(table.c.key, table.c.verdict).where(table.c.key.in_(keys)))
+    rows = session.execute(_cached_query(), {"keys": keys})
     return {key: Verdict.model_validate(verdict) for key, verdict in rows}
 
 
-def count_cache_hits(session: Session, hits: Mapping[str, int]) -> None:
-    """Add to the hit counts of cache entries (one statement per distinct count).
+@built_once
+def _cached_query() -> Select[str, Any]:
+    table = _table(VerdictCacheEntry)  # two columns, no ORM rows
+    return select(table.c.key, table.c.verdict).where(table.c.key.in_(_KEYS))
 
-    On PostgreSQL the entries are locked first, all of them in key order: two transactions
-    counting overlapping keys in their own orders (or over two statements) deadlocked, and one
-    of them failed (seen in a soak with four trainers). SQLite has one writer at a time.
-    """
-    if not hits:
-        return
-    table = VerdictCacheEntry.__table__
-    assert isinstance(table, Table)
-    if session.get_bind().dialect.name == "postgresql":
-        in_order = select(table.c.key).where(table.c.key.in_(sorted(hits))).order_by(table.c.key)
-        session.execute(in_order.with_for_update())
-    by_count: dict[int, list[str]] = defaultdict(list)
-    for key, n in hits.items():
-        by_count[n].append(key)
-    # One statement per distinct count (nearly always one or two), not one per key.
-    for n, keys in sorted(by_count.items()):
-        session.execute(
-            update(table).where(table.c.key.in_(sorted(keys))).values(hits=table.c.hits + n)
-        )
+
+#: The IN list of the statements built once.
+_KEYS: BindParameter[list[str]] = bindparam("keys", expanding=True)
 
 
 def put_cache(session: Session, verdicts: Mapping[str, Verdict]) -> None:
@@ -271,15 +300,18 @@ def put_cache(session: Session, verdicts: Mapping[str, Verdict]) -> None:
             "tier": verdict.tier,
             "tier_version": verdict.tier_version,
             "verdict": verdict.model_dump(mode="json", exclude={"cached"}),
-            "hits": 0,
             "created_at": utcnow(),
         }
         for key, verdict in sorted(verdicts.items())  # one order everywhere: no deadlocks
     ]
-    dialect = session.get_bind().dialect.name
+    # a Core insert of the table: no ORM bulk machinery
+    session.execute(_put_cache(session.get_bind().dialect.name), rows)
+
+
+@built_once
+def _put_cache(dialect: str) -> Insert:
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(_table(VerdictCacheEntry)).on_conflict_do_nothing(index_elements=["key"])
-    session.execute(statement, rows)  # a Core insert of the table: no ORM bulk machinery
+    return insert(_table(VerdictCacheEntry)).on_conflict_do_nothing(index_elements=["key"])
 
 
 def new_charge(**fields: Any) -> CostLedgerEntry:
@@ -291,7 +323,7 @@ def new_charge(**fields: Any) -> CostLedgerEntry:
 def insert_charges(session: Session, entries: Sequence[CostLedgerEntry]) -> None:
     if entries:
         session.execute(
-            insert(_table(CostLedgerEntry)), [_row(CostLedgerEntry, e) for e in entries]
+            insert_into(_table(CostLedgerEntry)), [_row(CostLedgerEntry, e) for e in entries]
         )
 
 
@@ -310,22 +342,45 @@ def update_charges(
     """Fill stored ledger rows at `step` in: the CPU and wall time of the items' tier calls,
     and no cost for `riders` (duplicates that rode on another item's call). One statement per
     kind of change."""
-    table = _table(CostLedgerEntry)
-    where = (table.c.item_id == bindparam("b_item"), table.c.step == step)
     if timed:
-        values: dict[str, Any] = {"cpu_s": bindparam("b_cpu"), "wall_s": bindparam("b_wall")}
-        rows = [{"b_item": t.item_id, "b_cpu": t.cpu_s, "b_wall": t.wall_s} for t in timed]
-        session.execute(update(table).where(*where).values(values), rows)
+        rows = [
+            {"b_item": t.item_id, "b_step": step, "b_cpu": t.cpu_s, "b_wall": t.wall_s}
+            for t in timed
+        ]
+        session.execute(_charge_times(), rows)
     if riders:
-        free = update(table).where(*where).values(cached=True, cost_units=0.0)
-        session.execute(free, [{"b_item": item_id} for item_id in riders])
+        session.execute(_ride_free(), [{"b_item": i, "b_step": step} for i in riders])
+
+
+def _charge_row() -> tuple[Table, tuple[ColumnElement[bool], ...]]:
+    table = _table(CostLedgerEntry)
+    return table, (table.c.item_id == bindparam("b_item"), table.c.step == bindparam("b_step"))
+
+
+@built_once
+def _charge_times() -> Update:
+    table, where = _charge_row()
+    values: dict[str, Any] = {"cpu_s": bindparam("b_cpu"), "wall_s": bindparam("b_wall")}
+    return update(table).where(*where).values(values)
+
+
+@built_once
+def _ride_free() -> Update:
+    table, where = _charge_row()
+    return update(table).where(*where).values(cached=True, cost_units=0.0)
 
 
 def claim(session: Session, item_ids: Sequence[str], worker: str, now: datetime) -> None:
     """Note that `worker` took the tier work of these items (one statement)."""
     if item_ids:
-        query = update(_table(Item)).where(_table(Item).c.id.in_(list(item_ids)))
-        session.execute(query.values(claimed_by=worker, claimed_at=now))
+        session.execute(_claim(), {"ids": list(item_ids), "worker": worker, "now": now})
+
+
+@built_once
+def _claim() -> Update:
+    table = _table(Item)
+    values: dict[str, Any] = {"claimed_by": bindparam("worker"), "claimed_at": bindparam("now")}
+    return update(table).where(table.c.id.in_(bindparam("ids", expanding=True))).values(values)
 
 
 def ledger_entries(session: Session, item_ids: Sequence[str], step: int) -> list[CostLedgerEntry]:

@@ -35,7 +35,7 @@ def prepare_tier_run(
         return None
     if worker is not None:  # a Core update: these objects are not written again
         repository.claim(session, [i.id for i in items], worker[:255], utcnow())
-    job = session.get(Job, items[0].job_id)
+    job = repository.get_job(session, items[0].job_id)
     assert job is not None
     policy = resolve(session, job.policy_name, job.policy_version)
     config = dict(policy.document.ladder_for(kind)[step].config)

@@ -9,7 +9,7 @@ read once for all of them; items answered from the cache go round again at their
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -351,13 +351,11 @@ class LadderPass:
         # state, at the end of the pass instead of inserted here and updated at commit.)
         with self.session.no_autoflush:
             hits = repository.cached_verdicts(self.session, {c.key for c in climbs})
-        counted: Counter[str] = Counter()
         answered: list[Item] = []
         for climb in climbs:
             item = climb.item
             hit = hits.get(climb.key)
             if hit is not None:
-                counted[climb.key] += 1
                 self._charge(item, climb.tier, 0.0, cached=True, audit=climb.audit)
                 self.record(item, item.step, hit.model_copy(update={"cached": True}), climb.key)
                 answered.append(item)
@@ -376,8 +374,6 @@ class LadderPass:
             move(item, ItemState.running)
             sent_now(item, self.now, first=True)
             self._dispatch[(climb.tier, item.kind, item.step)].append(item.id)
-        with self.session.no_autoflush:
-            repository.count_cache_hits(self.session, counted)
         observe.cache_lookups(self.session, ((c.tier, c.key in hits) for c in climbs))
         return answered
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
+from verifier_service.core.db import built_once
 from verifier_service.policies.models import PolicyRecord, PolicyVersionRecord
 
 
@@ -20,8 +21,12 @@ def list_policies(session: Session) -> list[PolicyRecord]:
 
 def active_version(session: Session, name: str) -> int | None:
     """A policy's active version; None if it has none or does not exist (no ORM object)."""
-    query = select(PolicyRecord.active_version).where(PolicyRecord.name == name)
-    return session.scalar(query)
+    return session.scalar(_active_version(), {"name": name})
+
+
+@built_once
+def _active_version() -> Select[int | None]:
+    return select(PolicyRecord.active_version).where(PolicyRecord.name == bindparam("name"))
 
 
 def get_version(session: Session, name: str, version: int) -> PolicyVersionRecord | None:
