@@ -69,7 +69,12 @@ class Verdict(BaseModel):
 
 @runtime_checkable
 class Tier(Protocol):
-    """A verifier stage. Implementations are small classes; heavy imports stay inside methods."""
+    """A verifier stage. Implementations are small classes; heavy imports stay inside methods.
+
+    Optional: `cheap_canonical_payload = True` when `canonical_payload` is plain JSON text of
+    the candidate (no parse): its cache keys are then derived anew each time instead of being
+    remembered per process (verifier_service.ladder.execute.item_cache_key).
+    """
 
     name: ClassVar[str]
     version: ClassVar[str]

@@ -121,6 +121,9 @@ class HumanTier:
     queue: ClassVar[str] = "review"
     cost_class: ClassVar[float] = 100.0
     kinds: ClassVar[frozenset[str]] = frozenset({"molecule", "code", "json", "text"})
+    #: Its canonical payload is the candidate's JSON text: a cache key costs no more to derive
+    #: than to look up, so the per-process key memo does not keep this tier's keys.
+    cheap_canonical_payload: ClassVar[bool] = True
 
     def validate_config(self, config: Mapping[str, Any]) -> None:
         try:

@@ -64,6 +64,9 @@ class SchemaTier:
     queue: ClassVar[str] = "tier.fast"
     cost_class: ClassVar[float] = 0.0001
     kinds: ClassVar[frozenset[str]] = frozenset({"json"})
+    #: Its canonical payload is the candidate's JSON text: a cache key costs no more to derive
+    #: than to look up, so the per-process key memo does not keep this tier's keys.
+    cheap_canonical_payload: ClassVar[bool] = True
 
     def validate_config(self, config: Mapping[str, Any]) -> None:
         try:

@@ -4,10 +4,13 @@ at its bound (`VERIFIER_CACHE_KEY_MEMO`), or turned off."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from tiers.base import Candidate
 from tiers.registry import get_tier
+from verifier_service.ladder import execute
 from verifier_service.ladder.execute import item_cache_key, keyed_candidate, sent_keys, tier_run
 from verifier_service.ladder.models import Item
 from verifier_service.settings import get_settings
@@ -60,3 +63,42 @@ def test_a_task_takes_its_senders_keys_only_under_the_same_tier_version() -> Non
     assert sent_keys("chem.fast", ids, keys, version + "-other") is None
     assert sent_keys("chem.fast", ids, None, None) is None
     assert sent_keys("chem.fast", ids, ["k1"], version) is None
+
+
+def _tool_call(n: int) -> Item:
+    payload = {
+        "kind": "json",
+        "payload": {"tool": "search", "args": {"q": n}},
+        "reference": {"schema": {"type": "object", "required": ["tool", "args"]}},
+    }
+    return Item(id=f"call-{n}", candidate=payload)
+
+
+@pytest.mark.parametrize("memo", [64], indirect=True)
+def test_one_off_tool_calls_leave_the_memo_to_molecules(
+    memo: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A trainer's tool calls are nearly all new, and their keys are as cheap to derive as to
+    # look up: a process keying thousands of them keeps no memory for them, and the molecules
+    # it parsed before are still answered without a new parse.
+    monkeypatch.setattr(execute, "_MEMO", execute._KeyMemo())
+    config: dict[str, object] = {}
+    expected = {s: item_cache_key("chem.fast", config, _item(s)) for s in SMILES}
+    calls = [_tool_call(n) for n in range(1000)]
+    keys = {item_cache_key("schema", {}, call) for call in calls}
+    assert keys == {keyed_candidate("schema", {}, call)[0] for call in calls}
+    assert len(keys) == len(calls)
+    assert len(execute._MEMO) == len(SMILES)
+
+    parses = 0
+    chem_fast = type(get_tier("chem.fast"))
+    derive = chem_fast.canonical_payload
+
+    def counted(self: Any, item: Candidate) -> str:
+        nonlocal parses
+        parses += 1
+        return derive(self, item)
+
+    monkeypatch.setattr(chem_fast, "canonical_payload", counted)
+    assert {s: item_cache_key("chem.fast", config, _item(s)) for s in SMILES} == expected
+    assert parses == 0

@@ -49,6 +49,9 @@ class _KeyMemo:
                 self._keys.move_to_end(digest)
             return key
 
+    def __len__(self) -> int:
+        return len(self._keys)
+
     def put(self, digest: bytes, key: str, size: int) -> None:
         with self._lock:
             self._keys[digest] = key
@@ -63,6 +66,11 @@ def item_cache_key(tier_name: str, config: dict[str, object], item: Item) -> str
     """An item's cache key for a tier under a config (the candidate parsed only when this
     process has not derived the key before)."""
     tier = get_tier(tier_name)
+    if getattr(tier, "cheap_canonical_payload", False):
+        # The key is a hash of the candidate's JSON text, as the memo's digest would be: a memo
+        # entry would save nothing, and a trainer's one-off tool calls would fill the memo
+        # (about 270 bytes each, 65,536 by default) and push out keys that were worth keeping.
+        return keyed_candidate(tier_name, config, item)[0]
     candidate = item.candidate
     # What the key is a function of: the tier, its version and config, and the candidate's
     # content (its metadata plays no part in a verdict).
