@@ -25,6 +25,16 @@ REDIS_PORT = int(os.environ.get("TEST_REDIS_PORT", "6379"))
 REPO = Path(__file__).resolve().parents[1]
 
 
+def fresh_molecules(n: int) -> list[str]:
+    """Molecules no earlier test has verified (alkyl chains with a random N/C pattern), so
+    nothing answers them from the verdict cache the first time."""
+    out = []
+    for _ in range(n):
+        bits = uuid.uuid4().int
+        out.append("OC" + "".join("N" if bits >> i & 1 else "C" for i in range(20)) + "C")
+    return out
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -7,23 +7,12 @@ before the locks were taken in key order, two of them deadlocked and one got a 5
 
 from __future__ import annotations
 
-import uuid
-
 import psycopg
-from support import Service
-
-
-def _fresh(n: int) -> list[str]:
-    """Molecules no earlier test has verified."""
-    out = []
-    for _ in range(n):
-        bits = uuid.uuid4().int
-        out.append("OCC" + "".join("N" if bits >> i & 1 else "C" for i in range(18)) + "O")
-    return out
+from support import Service, fresh_molecules
 
 
 def test_a_cached_batch_does_not_wait_on_locked_cache_entries(live_service: Service) -> None:
-    items = [{"kind": "molecule", "payload": {"smiles": s}} for s in _fresh(12)]
+    items = [{"kind": "molecule", "payload": {"smiles": s}} for s in fresh_molecules(12)]
     body = {"items": items, "wait_s": 30}
     with live_service.client(timeout=60) as client:
         first = client.post("/v1/rewards", json=body)

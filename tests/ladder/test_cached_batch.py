@@ -4,19 +4,9 @@ operator see for any batch (the cache path writes its rows in bulk)."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-from support import Service
-
-
-def _fresh(n: int) -> list[str]:
-    """Molecules no earlier test has verified (alkyl chains with a random N/C pattern)."""
-    out = []
-    for _ in range(n):
-        bits = uuid.uuid4().int
-        out.append("OC" + "".join("N" if bits >> i & 1 else "C" for i in range(20)) + "C")
-    return out
+from support import Service, fresh_molecules
 
 
 def _post(service: Service, items: list[dict[str, Any]]) -> Any:
@@ -25,7 +15,8 @@ def _post(service: Service, items: list[dict[str, Any]]) -> Any:
 
 
 def test_all_cached_batch_matches_the_first_and_keeps_every_record(live_service: Service) -> None:
-    smiles = [*_fresh(40), "C1CC", "not a molecule"]  # two invalid ones: low rewards, cached too
+    # two invalid ones: low rewards, cached too
+    smiles = [*fresh_molecules(40), "C1CC", "not a molecule"]
     smiles.append(smiles[0])  # a duplicate inside the batch
     items = [{"kind": "molecule", "payload": {"smiles": s}} for s in smiles]
     first = _post(live_service, items)
