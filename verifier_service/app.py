@@ -16,7 +16,7 @@ from tiers.registry import warm_up
 from verifier_service import __version__
 from verifier_service.auth.deps import app_routes
 from verifier_service.core.db import get_engine
-from verifier_service.core.gc_tuning import limit_malloc_arenas, tune_gc
+from verifier_service.core.gc_tuning import tune_gc
 from verifier_service.core.handlers import install_error_handlers
 from verifier_service.core.logging import configure_logging
 from verifier_service.core.middleware import (
@@ -56,7 +56,6 @@ async def _sweep(every_s: float, grace_s: float) -> None:
 
 def create_app(*, check_migrations: bool = True) -> FastAPI:
     settings = get_settings()
-    limit_malloc_arenas(settings.malloc_arena_max)  # before the request pool's threads start
     configure_tiers(settings)
     configure_logging(settings.log_level, json=settings.log_json)
     propagation.install()  # request ids into the headers of the tasks requests send

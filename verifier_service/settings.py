@@ -353,14 +353,6 @@ class Settings(BaseSettings):
         "batch about a quarter of its CPU); what a process imported at start is frozen out of "
         "collections. 0 keeps Python's defaults.",
     )
-    malloc_arena_max: int = Field(
-        default=2,
-        ge=0,
-        description="Arenas glibc's malloc may make in the API process. Each thread of its "
-        "request pool got one and kept its high-water mark: the RSS grew ~2.4 MB a minute "
-        "under steady load with glibc's default (8 per core), ~0.5 with 2. 0 keeps glibc's "
-        "default; a MALLOC_ARENA_MAX in the environment wins.",
-    )
     cache_key_memo: int = Field(
         default=65536,
         ge=0,
