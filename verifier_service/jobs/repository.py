@@ -7,15 +7,9 @@ from sqlalchemy.orm import Session
 
 from verifier_service.core.db import built_once
 from verifier_service.ladder.models import Item, Job
+from verifier_service.ladder.repository import get_job
 
-
-def get_job(session: Session, job_id: str) -> Job | None:
-    return session.scalar(_job(), {"id": job_id})
-
-
-@built_once
-def _job() -> Select[Job]:
-    return select(Job).where(Job.id == bindparam("id"))
+__all__ = ["find_by_idempotency_key", "get_job", "items_of"]
 
 
 def find_by_idempotency_key(session: Session, principal: str, key: str) -> Job | None:

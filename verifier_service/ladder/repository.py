@@ -38,6 +38,10 @@ from verifier_service.ladder.models import (
     new_id,
 )
 
+#: The IN lists of the statements built once (cache keys; item ids).
+_KEYS: BindParameter[list[str]] = bindparam("keys", expanding=True)
+_IDS: BindParameter[list[str]] = bindparam("ids", expanding=True)
+
 
 def get_job(session: Session, job_id: str) -> Job | None:
     return session.scalar(_job(), {"id": job_id})
@@ -64,7 +68,7 @@ def items_by_id(session: Session, item_ids: Iterable[str]) -> list[Item]:
 
 @built_once
 def _items_by_id() -> Select[Item]:
-    return select(Item).where(Item.id.in_(bindparam("ids", expanding=True)))
+    return select(Item).where(Item.id.in_(_IDS))
 
 
 def job_of_items(session: Session, item_ids: Sequence[str]) -> str | None:
@@ -167,7 +171,7 @@ def verdicts_for(session: Session, item_ids: Sequence[str]) -> dict[str, list[Ve
 
 @built_once
 def _verdicts_for() -> Select[VerdictRecord]:
-    query = select(VerdictRecord).where(VerdictRecord.item_id.in_(bindparam("ids", expanding=True)))
+    query = select(VerdictRecord).where(VerdictRecord.item_id.in_(_IDS))
     return query.order_by(VerdictRecord.item_id, VerdictRecord.step)
 
 
@@ -178,7 +182,7 @@ def existing_verdict_steps(session: Session, item_ids: Sequence[str], step: int)
 @built_once
 def _verdict_steps() -> Select[str]:
     return select(VerdictRecord.item_id).where(
-        VerdictRecord.item_id.in_(bindparam("ids", expanding=True)),
+        VerdictRecord.item_id.in_(_IDS),
         VerdictRecord.step == bindparam("step"),
         VerdictRecord.status != "error",  # an error an operator's retry is trying again
     )
@@ -282,10 +286,6 @@ def _cached_query() -> Select[str, Any]:
     return select(table.c.key, table.c.verdict).where(table.c.key.in_(_KEYS))
 
 
-#: The IN list of the statements built once.
-_KEYS: BindParameter[list[str]] = bindparam("keys", expanding=True)
-
-
 def put_cache(session: Session, verdicts: Mapping[str, Verdict]) -> None:
     """Cache verdicts by content key; a key already cached keeps its entry.
 
@@ -380,7 +380,7 @@ def claim(session: Session, item_ids: Sequence[str], worker: str, now: datetime)
 def _claim() -> Update:
     table = _table(Item)
     values: dict[str, Any] = {"claimed_by": bindparam("worker"), "claimed_at": bindparam("now")}
-    return update(table).where(table.c.id.in_(bindparam("ids", expanding=True))).values(values)
+    return update(table).where(table.c.id.in_(_IDS)).values(values)
 
 
 def ledger_entries(session: Session, item_ids: Sequence[str], step: int) -> list[CostLedgerEntry]:
