@@ -11,14 +11,13 @@ import json
 import math
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
-from support import free_port, wait_ready
+from support import free_port, fresh_molecules, wait_ready
 
 from verifier_service.client import VerifierClient
 from verifier_service.client.mappings import SmilesMapping
@@ -29,7 +28,7 @@ ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
 
 def fresh_smiles() -> str:
-    return "C" * (uuid.uuid4().int % 40 + 12) + "O" + "C" * (uuid.uuid4().int % 7 + 1) + "N"
+    return fresh_molecules(1)[0]
 
 
 def infra_error_transport() -> httpx.MockTransport:

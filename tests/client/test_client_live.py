@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support import fresh_molecules
 
 from verifier_service.client import (
     AsyncVerifierClient,
@@ -31,10 +32,9 @@ def mol(smiles: str) -> dict[str, Any]:
 
 
 def unique_mol() -> dict[str, Any]:
-    # A fresh molecule each time (an alkyl chain of random length plus a tag atom pattern), so
-    # no verdict cache answers for it.
-    n = uuid.uuid4().int % 40 + 12
-    return mol("C" * n + "O" + "C" * (uuid.uuid4().int % 7 + 1) + "N")
+    # A fresh molecule each time, so no verdict cache answers for it. (A chain of random length
+    # gave only 280 molecules, and two tests of one live service drew the same one.)
+    return mol(fresh_molecules(1)[0])
 
 
 @pytest.fixture

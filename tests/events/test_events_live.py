@@ -17,7 +17,14 @@ from typing import Any
 
 import httpx
 import pytest
-from support import Service, free_port, poll_job, private_backends, start_service
+from support import (
+    Service,
+    free_port,
+    fresh_molecules,
+    poll_job,
+    private_backends,
+    start_service,
+)
 
 from verifier_service.client import VerifierClient, verify_webhook
 
@@ -31,8 +38,7 @@ def mol(smiles: str) -> dict[str, Any]:
 
 def unique_mol() -> dict[str, Any]:
     # A molecule no other test scores: no cached verdict answers for it.
-    n = uuid.uuid4().int % 30 + 14
-    return mol("C" * n + "N" + "C" * (uuid.uuid4().int % 9 + 1) + "O")
+    return mol(fresh_molecules(1)[0])
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ from support import (
     RedisServer,
     Service,
     free_port,
+    fresh_molecules,
     poll_job,
     start_service,
     wait_ready,
@@ -108,7 +109,7 @@ def test_trainers_sending_the_same_molecules_at_once_all_finish(live_service: Se
 
 def test_small_waiting_requests_racing_on_one_new_molecule(live_service: Service) -> None:
     # The inline lane: eight requests with the same new molecule at once all get its reward.
-    smiles = "C" * (uuid.uuid4().int % 30 + 1) + "OCCNC(=O)C"
+    smiles = fresh_molecules(1)[0] + "OCCNC(=O)C"
     body = {"items": molecules([smiles]), "wait_s": 10}
     responses = at_once(live_service, 8, lambda client: client.post("/v1/rewards", json=body))
     assert [r.status_code for r in responses] == [200] * 8, [r.text for r in responses]

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support import Service, poll_job
+from support import Service, fresh_molecules, poll_job
 
 PASSWORD = "correct horse battery staple"
 HOSTILE = "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'>"
@@ -108,7 +108,7 @@ MOLECULE_RUBRIC = {
 def test_judge_molecules_with_hotkeys_only(live_service: Service, page: Any) -> None:
     queue = f"mol-{uuid.uuid4().hex[:8]}"
     # Molecules of this test alone: no cached reward can answer for people.
-    chain = "C" * (5 + uuid.uuid4().int % 20)
+    chain = fresh_molecules(1)[0]
     items = [
         {"kind": "molecule", "payload": {"smiles": f"{chain}C(=O)O"}},
         {"kind": "molecule", "payload": {"smiles": f"{chain}N"}},
