@@ -11,6 +11,7 @@ the warm-up; what grows after it, under steady load, is a leak.
     .venv/bin/python bench/bench_soak.py --duration 30         # the short form
     .venv/bin/python bench/bench_soak.py --layout postgres --json soak.json
     .venv/bin/python bench/bench_soak.py --env MALLOC_ARENA_MAX=2   # glibc's malloc arenas
+    .venv/bin/python bench/bench_soak.py --samples rss.csv     # every sample, for a plot
 """
 
 from __future__ import annotations
@@ -113,6 +114,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
+        "--samples", type=Path,
+        help="also write every RSS sample here (CSV: process, seconds, MB), to see whether a "
+        "process's growth levels off",
+    )  # fmt: skip
+    parser.add_argument(
         "--env", action="append", default=[], metavar="NAME=VALUE",
         help="an environment variable of the service's processes (repeatable), e.g. "
         "MALLOC_ARENA_MAX=2 or VERIFIER_API__INLINE_MAX_ITEMS=0",
@@ -185,6 +191,13 @@ def main() -> None:
         print(f"  {line}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    if args.samples:
+        lines = ["process,seconds,rss_mb"] + [
+            f"{label},{t:.1f},{rss / 2**20:.1f}"
+            for label, points in sorted(rss.samples.items())
+            for t, rss in points
+        ]
+        args.samples.write_text("\n".join(lines) + "\n")
     if tally.errors:
         raise SystemExit(1)
 
