@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,15 @@ from bench_load import Tally, embedded, make_batch, nci, postgres, trainer
 
 
 class RssSamples:
-    """RSS of every process under the roots, sampled every `every` seconds, by process."""
+    """RSS of every process under the roots, sampled every `every` seconds, by process, with
+    the items answered so far (`done()`) at each sample."""
 
-    def __init__(self, roots: list[Any], every: float) -> None:
+    def __init__(self, roots: list[Any], every: float, done: Callable[[], int]) -> None:
         self.roots = [psutil.Process(r.pid) for r in roots]
         self.every = every
+        self.done = done
         self.samples: dict[str, list[tuple[float, int]]] = defaultdict(list)
+        self.items: list[tuple[float, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.started = time.monotonic()
@@ -60,6 +64,7 @@ class RssSamples:
     def _run(self) -> None:
         while True:
             now = time.monotonic() - self.started
+            self.items.append((now, self.done()))
             for root in self.roots:
                 try:
                     tree = [root, *root.children(recursive=True)]
@@ -101,6 +106,17 @@ async def soak(url: str, headers: dict[str, str], args: argparse.Namespace, tall
         await asyncio.gather(*(one(client) for _ in range(args.trainers)))
 
 
+def items_between(items: list[tuple[float, int]], start: float, end: float) -> int:
+    """Items answered between two sample times (the counts sampled nearest to each)."""
+    if not items:
+        return 0
+
+    def at(when: float) -> int:
+        return min(items, key=lambda point: abs(point[0] - when))[1]
+
+    return at(end) - at(start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--layout", choices=["embedded", "postgres"], default="embedded")
@@ -135,7 +151,7 @@ def main() -> None:
         if args.layout == "embedded"
         else postgres(args.worker_concurrency, environment)
     )
-    with layout as service, RssSamples(service.roots, args.every) as rss:
+    with layout as service, RssSamples(service.roots, args.every, lambda: tally.items) as rss:
         started = time.perf_counter()
         asyncio.run(soak(service.url, service.headers, args, tally))
         elapsed = time.perf_counter() - started
@@ -155,6 +171,9 @@ def main() -> None:
         middle = t0 + (t1 - t0) / 2
         tm, at_middle = next(p for p in after if p[0] >= middle)
         late = (last - at_middle) / 2**20
+        # Growth per item answered as well: a heap reaching its high-water mark grows with the
+        # work done, so a loaded machine's slower run shows less growth per minute.
+        items = items_between(rss.items, tm, t1)
         processes[label] = {
             "rss_after_warmup_mb": round(first / 2**20, 1),
             "rss_end_mb": round(last / 2**20, 1),
@@ -162,6 +181,7 @@ def main() -> None:
             "growth_mb": round(growth, 1),
             "growth_mb_per_min": round(growth / max(t1 - t0, 1e-9) * 60, 2),
             "second_half_mb_per_min": round(late / max(t1 - tm, 1e-9) * 60, 2),
+            "second_half_mb_per_100k_items": round(late / max(items, 1) * 100_000, 2),
         }
     figures: dict[str, Any] = {
         "layout": args.layout,
@@ -179,13 +199,13 @@ def main() -> None:
     print(f"items {tally.items} ({figures['items_per_s']}/s), errors {len(tally.errors)}")
     print(
         f"{'process':24}{'after warm-up':>15}{'end':>10}{'peak':>10}{'growth':>10}{'MB/min':>10}"
-        f"{'2nd half MB/min':>17}"
+        f"{'2nd half MB/min':>17}{'MB/100k items':>15}"
     )
     for label, row in processes.items():
         print(
             f"{label:24}{row['rss_after_warmup_mb']:>15}{row['rss_end_mb']:>10}"
             f"{row['peak_mb']:>10}{row['growth_mb']:>10}{row['growth_mb_per_min']:>10}"
-            f"{row['second_half_mb_per_min']:>17}"
+            f"{row['second_half_mb_per_min']:>17}{row['second_half_mb_per_100k_items']:>15}"
         )
     for line in tally.errors[:5]:
         print(f"  {line}")
