@@ -4,8 +4,10 @@ Trainers send batches (the mix of bench_load.py: molecules, a share of them repe
 tool calls) back to back for `--duration` seconds. Every `--every` seconds the RSS of each
 process of the service (API, worker processes, dev's children) is sampled. The report gives,
 per process: RSS after the warm-up (the first `--warmup` share of the run), at the end, the
-peak, and the growth from warm-up to end (MB and MB per minute). Pool/cache fill-up happens in
-the warm-up; what grows after it, under steady load, is a leak.
+peak, the growth from warm-up to end (MB and MB per minute), and the second half's growth per
+minute and per 100k items answered. Pool/cache fill-up happens in the warm-up; what grows after
+it at the same pace per item, under steady load, is a leak. A heap reaching its high-water mark
+grows more slowly the more work it has done (`--samples FILE` keeps the curve to see which).
 
     .venv/bin/python bench/bench_soak.py                       # 10 minutes, embedded default
     .venv/bin/python bench/bench_soak.py --duration 30         # the short form
