@@ -27,10 +27,6 @@ from verifier_service.client.verl import compute_score, compute_score_batch
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
 
-def fresh_smiles() -> str:
-    return fresh_molecules(1)[0]
-
-
 def infra_error_transport() -> httpx.MockTransport:
     """Answers every POST /v1/rewards with a completed job whose second item is infra_error."""
 
@@ -113,7 +109,7 @@ def test_trl_reward_gives_none_for_pending(live_service: Any) -> None:
         SmilesMapping(), base_url=live_service.base_url, api_key=live_service.api_key, timeout_s=0
     )
     logs = Logs()
-    values = reward(prompts=["p"], completions=[fresh_smiles()], log_metric=logs.log_metric)
+    values = reward(prompts=["p"], completions=fresh_molecules(1), log_metric=logs.log_metric)
     assert values == [None]
     assert logs.metrics["verifier/pending_frac"] == 1.0
 
@@ -172,7 +168,7 @@ def test_verl_batch_form_has_the_same_keys_for_every_sample(live_service: Any) -
 
 def test_verl_pending_scores_missing_score_and_says_so(live_service: Any) -> None:
     (out,) = compute_score_batch(
-        ["chem"], [fresh_smiles()], [None], base_url=live_service.base_url,
+        ["chem"], fresh_molecules(1), [None], base_url=live_service.base_url,
         api_key=live_service.api_key, timeout_s=0,
         missing_score=-1.0,
     )  # fmt: skip
@@ -240,7 +236,7 @@ def test_openrlhf_scores_the_response_after_the_prompt(openrlhf_url: str) -> Non
 def test_openrlhf_pending_gets_missing_reward_and_a_flag(openrlhf_url: str) -> None:
     response = httpx.post(
         f"{openrlhf_url}/v1/compat/openrlhf?policy=default&wait_s=0&missing_reward=-1",
-        json={"query": [fresh_smiles()]},
+        json={"query": fresh_molecules(1)},
         timeout=30,
     )
     out = response.json()
