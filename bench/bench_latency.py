@@ -18,6 +18,12 @@ the median gives the items per second a trainer sees over HTTP for an all-cached
 `--layout postgres` runs the API and a worker as compose runs them, on a PostgreSQL database and
 a redis-server of the run's own (bench_load.py's layout), with a trainer key.
 
+`--baseline REF` runs the code of git REF beside this tree's, both services up at once (each its
+own database and Redis), and sends every request to both in turn, alternating which goes first:
+the two see the same machine load, so the ratio after/before is what the change bought.
+
+    .venv/bin/python bench/bench_latency.py --baseline main [--layout postgres]
+
 With --api-key, a trainer key is made (`keys create`) and every other request sends it
 (`Authorization: Bearer ...`: key lookup + per-key rate limit in Redis); the others go keyless as
 dev's local admin. Alternating in one run keeps both under the same load, so the difference of
@@ -27,6 +33,8 @@ the medians is what authentication adds.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import signal
@@ -37,6 +45,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 from rdkit import Chem, RDConfig
@@ -70,6 +79,11 @@ def bare_rdkit_ms(smiles: list[str]) -> float:
     return statistics.median(times) * 1000
 
 
+@functools.cache
+def _tier_ms(smiles: tuple[str, ...]) -> float:
+    return tier_ms(list(smiles))
+
+
 def tier_ms(smiles: list[str]) -> float:
     """chem.fast's own time on one molecule (what the inline lane runs), median, in ms."""
     from tiers.base import Candidate
@@ -95,21 +109,20 @@ def main() -> None:
     parser.add_argument("--layout", choices=["embedded", "postgres"], default="embedded")
     parser.add_argument("--batch", type=int, default=256, help="items of the all-cached batch")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--baseline", help="git ref measured beside this tree, e.g. main")
     args = parser.parse_args()
-    if args.api_key and args.layout != "embedded":
+    if args.api_key and (args.layout != "embedded" or args.baseline):
         parser.error("--api-key compares keyed and keyless requests: embedded layout only")
     pool = nci(args.n + 50 + args.batch)
     smiles, batch = pool[: args.n + 50], pool[args.n + 50 :]
     load_before = os.getloadavg()
-    if args.layout == "postgres":
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from bench_load import postgres
-
-        with postgres(worker_concurrency=2) as service:
-            fresh, cached = timed_requests(service.url, service.headers, smiles, args.n)
-            with httpx.Client(base_url=service.url, timeout=120, headers=service.headers) as c:
-                batch_s = cached_batch_s(c, batch)
-        report(args, fresh, cached, smiles, load_before, cached_batch_figures(batch_s, len(batch)))
+    if args.layout == "postgres" or args.baseline:
+        measured = side_by_side(args, smiles, batch)
+        ours = measured[THIS_TREE]
+        extra = cached_batch_figures(ours["batch_s"], len(batch))
+        if args.baseline:
+            extra["baseline"] = compared(args, measured, smiles[50:], len(batch))
+        report(args, ours["fresh"], ours["cached"], smiles, load_before, extra)
         return
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
@@ -164,7 +177,7 @@ def main() -> None:
                 fresh = [post(s, "fresh", n) for n, s in enumerate(smiles[50:])]
                 n_cached = max(args.n, 100) if args.api_key else min(args.n, 100)
                 cached = [post(smiles[60], "cached", n) for n in range(n_cached)]
-                batch_s = cached_batch_s(client, batch)
+                batch_s = cached_batch_s({THIS_TREE: client}, batch)[THIS_TREE]
         finally:
             os.killpg(dev.pid, signal.SIGINT)
             dev.wait(timeout=60)
@@ -183,21 +196,95 @@ def main() -> None:
     )
 
 
-def cached_batch_s(client: httpx.Client, smiles: list[str], repeats: int = 5) -> list[float]:
-    """Seconds per request of a batch whose items are all cached: the batch is sent once (its
-    verdicts computed and cached), then `repeats` times more, timed."""
+THIS_TREE = "this tree"
+
+
+def side_by_side(
+    args: argparse.Namespace, smiles: list[str], batch: list[str]
+) -> dict[str, dict[str, list[float]]]:
+    """Latencies of this tree's service, and with --baseline of REF's beside it, on the layout
+    (bench_load.py's): {label: {"fresh": ms, "cached": ms, "batch_s": seconds}}."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_load import embedded, postgres
+    from bench_throughput import exported
+
+    def started(code: Path) -> contextlib.AbstractContextManager[Any]:
+        if args.layout == "postgres":
+            return postgres(worker_concurrency=2, code=code)
+        return embedded(code=code)
+
+    with contextlib.ExitStack() as stack:
+        trees = {THIS_TREE: REPO}
+        if args.baseline:
+            trees = {args.baseline: stack.enter_context(exported(args.baseline))} | trees
+        clients = {}
+        for label, code in trees.items():
+            service = stack.enter_context(started(code))
+            clients[label] = stack.enter_context(
+                httpx.Client(base_url=service.url, timeout=120, headers=service.headers)
+            )
+        fresh, cached = timed_requests(clients, smiles, args.n)
+        batch_s = cached_batch_s(clients, batch)
+    return {
+        label: {"fresh": fresh[label], "cached": cached[label], "batch_s": batch_s[label]}
+        for label in clients
+    }
+
+
+def compared(
+    args: argparse.Namespace,
+    measured: dict[str, dict[str, list[float]]],
+    smiles: list[str],
+    batch: int,
+) -> dict[str, Any]:
+    """The baseline's figures and this tree's over them, printed and returned."""
+    before, after = measured[args.baseline], measured[THIS_TREE]
+    tier = _tier_ms(tuple(smiles))
+    figures: dict[str, Any] = {"ref": args.baseline}
+    print(f"baseline {args.baseline} beside this tree, requests alternating:")
+    for name, key in (("fresh median", "fresh"), ("cached median", "cached")):
+        old, new = statistics.median(before[key]), statistics.median(after[key])
+        print(f"  {name:14}: {old:7.2f} ms -> {new:7.2f} ms ({new / old:.2f}x)")
+        figures[f"{key}_median_ms"] = round(old, 2)
+        figures[f"{key}_after_over_before"] = round(new / old, 3)
+    old_over = statistics.median(before["fresh"]) - tier
+    new_over = statistics.median(after["fresh"]) - tier
+    print(f"  minus tier    : {old_over:+7.2f} ms -> {new_over:+7.2f} ms")
+    figures["service_minus_tier_ms"] = round(old_over, 2)
+    old_rate = batch / statistics.median(before["batch_s"])
+    new_rate = batch / statistics.median(after["batch_s"])
+    ratio = new_rate / old_rate
+    print(f"  cached batch  : {old_rate:7,.0f} -> {new_rate:7,.0f} items/s ({ratio:.2f}x)")
+    figures["cached_batch_items_per_s"] = round(old_rate, 1)
+    figures["cached_batch_after_over_before"] = round(ratio, 3)
+    return figures
+
+
+def cached_batch_s(
+    clients: dict[str, httpx.Client], smiles: list[str], repeats: int = 5
+) -> dict[str, list[float]]:
+    """Seconds per request of a batch whose items are all cached, per service: the batch is sent
+    once (its verdicts computed and cached), then `repeats` times more, timed, the services
+    taking turns."""
     body = {"items": [{"kind": "molecule", "payload": {"smiles": s}} for s in smiles], "wait_s": 60}
-    first = client.post("/v1/rewards", json=body)
-    assert first.status_code == 200, first.text[:500]
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        response = client.post("/v1/rewards", json=body)
-        times.append(time.perf_counter() - t0)
-        assert response.status_code == 200, response.text[:500]
-        items = response.json()["items"]
-        assert all(i["verdicts"] and i["verdicts"][-1]["cached"] for i in items), "not all cached"
+    for client in clients.values():
+        first = client.post("/v1/rewards", json=body)
+        assert first.status_code == 200, first.text[:500]
+    times: dict[str, list[float]] = {label: [] for label in clients}
+    for turn in range(repeats):
+        for label in _in_turn(list(clients), turn):
+            t0 = time.perf_counter()
+            response = clients[label].post("/v1/rewards", json=body)
+            times[label].append(time.perf_counter() - t0)
+            assert response.status_code == 200, response.text[:500]
+            items = response.json()["items"]
+            assert all(i["verdicts"] and i["verdicts"][-1]["cached"] for i in items), "not cached"
     return times
+
+
+def _in_turn(labels: list[str], turn: int) -> list[str]:
+    """The services in the order they get request `turn`: alternating who goes first."""
+    return labels if turn % 2 == 0 else labels[::-1]
 
 
 def cached_batch_figures(times: list[float], size: int) -> dict[str, float]:
@@ -215,23 +302,31 @@ def cached_batch_figures(times: list[float], size: int) -> dict[str, float]:
 
 
 def timed_requests(
-    url: str, headers: dict[str, str], smiles: list[str], n: int
-) -> tuple[list[float], list[float]]:
-    """Latencies (ms) of one-molecule waiting requests: distinct molecules, then one repeated."""
-    with httpx.Client(base_url=url, timeout=30, headers=headers) as client:
+    clients: dict[str, httpx.Client], smiles: list[str], n: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Latencies (ms) of one-molecule waiting requests, per service: distinct molecules, then
+    one repeated; each request goes to every service, taking turns at going first."""
 
-        def post(s: str) -> float:
-            body = {"items": [{"kind": "molecule", "payload": {"smiles": s}}], "wait_s": 10}
-            t0 = time.perf_counter()
-            response = client.post("/v1/rewards", json=body)
-            elapsed = time.perf_counter() - t0
-            assert response.status_code == 200, response.text
-            return elapsed * 1000
+    def post(client: httpx.Client, s: str) -> float:
+        body = {"items": [{"kind": "molecule", "payload": {"smiles": s}}], "wait_s": 10}
+        t0 = time.perf_counter()
+        response = client.post("/v1/rewards", json=body)
+        elapsed = time.perf_counter() - t0
+        assert response.status_code == 200, response.text
+        return elapsed * 1000
 
-        for s in smiles[:50]:  # warm-up: imports, connections, pools
-            post(s)
-        fresh = [post(s) for s in smiles[50:]]
-        cached = [post(smiles[60]) for _ in range(min(n, 100))]
+    labels = list(clients)
+    for s in smiles[:50]:  # warm-up: imports, connections, pools
+        for client in clients.values():
+            post(client, s)
+    fresh: dict[str, list[float]] = {label: [] for label in labels}
+    cached: dict[str, list[float]] = {label: [] for label in labels}
+    for turn, s in enumerate(smiles[50:]):
+        for label in _in_turn(labels, turn):
+            fresh[label].append(post(clients[label], s))
+    for turn in range(min(n, 100)):
+        for label in _in_turn(labels, turn):
+            cached[label].append(post(clients[label], smiles[60]))
     return fresh, cached
 
 
@@ -241,10 +336,10 @@ def report(
     cached: list[float],
     smiles: list[str],
     load_before: tuple[float, float, float],
-    extra: dict[str, float],
+    extra: dict[str, Any],
 ) -> None:
     bare = bare_rdkit_ms(smiles[50:])
-    tier = tier_ms(smiles[50:])
+    tier = _tier_ms(tuple(smiles[50:]))
     load = tuple(round((a + b) / 2, 2) for a, b in zip(load_before, os.getloadavg(), strict=True))
     budget = 2.0 if args.layout == "embedded" else 4.0
 

@@ -71,19 +71,27 @@ class Layout:
     roots: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
 
-def _cli(env: dict[str, str], *args: str) -> str:
+def _on_path(env: dict[str, str], code: Path) -> dict[str, str]:
+    """`env` running the service's code from `code` (another tree, e.g. a baseline's): first on
+    PYTHONPATH, and the working directory (`python -m` puts that first of all)."""
+    if code == REPO:
+        return env
+    return env | {"PYTHONPATH": os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")]))}
+
+
+def _cli(env: dict[str, str], *args: str, code: Path = REPO) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "verifier_service", *args],
-        env=env, cwd=REPO, capture_output=True, text=True, check=True,
+        env=_on_path(env, code), cwd=code, capture_output=True, text=True, check=True,
     )  # fmt: skip
     return done.stdout.strip()
 
 
-def _start(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+def _start(env: dict[str, str], *args: str, code: Path = REPO) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "verifier_service", *args],
-        env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        env=_on_path(env, code), cwd=code, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
 
 
@@ -100,13 +108,13 @@ def _wait_ready(url: str, timeout: float = 120) -> None:
 
 
 @contextmanager
-def embedded(settings: dict[str, str] | None = None) -> Iterator[Layout]:
+def embedded(settings: dict[str, str] | None = None, code: Path = REPO) -> Iterator[Layout]:
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
         env.update(VERIFIER_DATA_DIR=tmp, VERIFIER_LOG_LEVEL="WARNING", OMP_NUM_THREADS="1")
         env.update(settings or {})
         port = free_port()
-        dev = _start(env, "dev", "--port", str(port), "--no-sandbox")
+        dev = _start(env, "dev", "--port", str(port), "--no-sandbox", code=code)
         try:
             _wait_ready(f"http://127.0.0.1:{port}")
             yield Layout(f"http://127.0.0.1:{port}", {}, [dev])
@@ -116,7 +124,9 @@ def embedded(settings: dict[str, str] | None = None) -> Iterator[Layout]:
 
 
 @contextmanager
-def postgres(worker_concurrency: int, settings: dict[str, str] | None = None) -> Iterator[Layout]:
+def postgres(
+    worker_concurrency: int, settings: dict[str, str] | None = None, code: Path = REPO
+) -> Iterator[Layout]:
     import psycopg
 
     name = f"verifier_load_{uuid.uuid4().hex[:8]}"
@@ -143,17 +153,17 @@ def postgres(worker_concurrency: int, settings: dict[str, str] | None = None) ->
         processes: list[subprocess.Popen[bytes]] = []
         try:
             time.sleep(0.5)
-            _cli(env, "migrate")
+            _cli(env, "migrate", code=code)
             key = _cli(
                 env, "keys", "create", "--role", "trainer", "--name", "load",
-                "--requests-per-min", "0", "--items-per-min", "0",
+                "--requests-per-min", "0", "--items-per-min", "0", code=code,
             )  # fmt: skip
             worker = [
                 "worker", "--queues", "ladder,tier.fast,callbacks,review",
                 "--concurrency", str(worker_concurrency),
             ]  # fmt: skip
-            processes.append(_start(env, *worker))
-            processes.append(_start(env, "api", "--port", str(port)))
+            processes.append(_start(env, *worker, code=code))
+            processes.append(_start(env, "api", "--port", str(port), code=code))
             _wait_ready(f"http://127.0.0.1:{port}")
             yield Layout(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}, processes)
         finally:
