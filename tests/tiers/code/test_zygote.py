@@ -10,6 +10,8 @@ fresh process with fresh random state, a fresh work dir and only its own fds.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tiers.base import Candidate, Verdict, VerdictStatus
@@ -202,3 +204,99 @@ def test_each_candidate_is_a_fresh_process_with_only_its_own_fds_and_random_stat
         assert "AssertionError: drew:" in verdict.feedback, verdict.feedback
         draws.append(verdict.feedback.split("AssertionError: drew:")[1].split()[0])
     assert len(set(draws)) == 3, draws  # a copy of the zygote's random state would repeat
+
+
+# Run as root in the container from the host (docker exec): SIGKILL the zygote, as the kernel's
+# OOM killer would, once the judge has started it; print its pid. Processes forked from it have
+# its command line too (a candidate made ahead of the job): the zygote is the first of them.
+KILL_ZYGOTE = (
+    "import os, time\n"
+    "def read(p, name):\n"
+    "    try:\n"
+    "        return open('/proc/' + p + '/' + name, 'rb').read()\n"
+    "    except OSError:\n"
+    "        return b''\n"
+    "mark = b'-c\\x00\\x22\\x22\\x22The zygote:'\n"
+    "deadline = time.monotonic() + 10\n"
+    "def started(p):\n"  # clock ticks after boot; None once the process is gone
+    "    fields = read(p, 'stat').rsplit(b')', 1)[-1].split()\n"
+    "    return int(fields[19]) if len(fields) > 19 else None\n"
+    "found = []\n"
+    "while not found and time.monotonic() < deadline:\n"
+    "    marked = [p for p in os.listdir('/proc') if p.isdigit() and mark in read(p, 'cmdline')]\n"
+    "    found = sorted((started(p), int(p)) for p in marked if started(p) is not None)\n"
+    "    time.sleep(0.05)\n"
+    "zygote = found[0][1]\n"
+    "os.kill(zygote, 9)\n"
+    "print(zygote)\n"
+)
+
+# A candidate that leaves a daemon behind (double fork, own session), and one that looks for it.
+LEAVE_DAEMON = """
+import os, time
+def leave():
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv('/bin/sleep', ['sleep', '300'])
+        os._exit(0)
+    os.wait()
+    return True
+"""
+FIND_DAEMON = """
+import os
+def others():
+    mine = {1, os.getpid(), os.getppid()}
+    found = []
+    for pid in os.listdir('/proc'):
+        if pid.isdigit() and int(pid) not in mine:
+            try:
+                with open('/proc/' + pid + '/cmdline', 'rb') as fh:
+                    found.append(fh.read().split(b'\\0')[0])
+            except OSError:
+                pass
+    return [name for name in found if name.endswith(b'sleep')]
+"""
+
+
+def test_without_a_zygote_candidates_are_fresh_interpreters_under_the_same_rules(
+    one_lane_tier: SandboxTier,
+    sandbox_pool: SandboxPool,
+    docker_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The zygote dies (the OOM killer's pick) as the job starts: every candidate after the one
+    it had already forked is a fresh interpreter (fork and exec), with the same uid, fds,
+    environment and work dir, and a daemon one leaves is reported and gone before the next
+    starts (the judge, not the zygote, kills it)."""
+    killed: list[str] = []
+    acquire = SandboxPool.acquire  # the job's pool is the tier's (its settings), not the fixture's
+
+    def acquire_without_zygote(pool: SandboxPool) -> str:
+        cid = acquire(pool)
+        run = docker_client.api.exec_create(cid, ["python3", "-c", KILL_ZYGOTE], user="root")
+        killed.append(docker_client.api.exec_start(run["Id"]).decode().strip())
+        return cid
+
+    monkeypatch.setattr(SandboxPool, "acquire", acquire_without_zygote)
+    no_zygote = "assert not from_zygote()\nassert zygote_pids() == []\n"
+    verdicts = judge_job(
+        one_lane_tier,
+        [
+            (PROBE_ZYGOTE, "assert zygote_pids() == []\n"),
+            (PROBE_ZYGOTE + FRESH, no_zygote + FRESH_TESTS),
+            (LEAVE_DAEMON, "assert leave()\n"),
+            (FIND_DAEMON, "assert others() == []\n"),
+            (PROBE_ZYGOTE + FRESH, no_zygote + FRESH_TESTS),
+        ],
+    )
+    assert len(killed) == 1, killed  # one container for the job, and its zygote was there
+    assert killed[0].isdigit(), killed
+    # The first may have been forked (ahead of the job) before the zygote died.
+    assert verdicts[0].status is VerdictStatus.passed, verdicts[0].feedback
+    for fresh in (verdicts[1], verdicts[4]):
+        # Every test but the draw's (which fails on purpose, to show the draw) passed.
+        assert fresh.components["tests_passed"] == 3.0, fresh.feedback
+        assert "AssertionError: drew:" in fresh.feedback, fresh.feedback
+    assert verdicts[2].reason == "stray_process", verdicts[2].feedback
+    assert verdicts[3].status is VerdictStatus.passed, verdicts[3].feedback
