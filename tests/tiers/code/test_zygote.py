@@ -5,7 +5,9 @@ before it read any spec. These tests look at that from the candidate's side, in 
 container: the zygote is there and is used; its memory, fds and environment are closed to the
 candidate, which cannot stop or kill it either; no test the judge has read is in a
 candidate's memory; what one candidate changes in its modules reaches no later one; each is a
-fresh process with fresh random state, a fresh work dir and only its own fds.
+fresh process with fresh random state, a fresh work dir and only its own fds. And when the
+zygote is gone (killed, as the kernel's OOM killer may), candidates are fresh interpreters held
+to the same rules.
 """
 
 from __future__ import annotations
