@@ -235,14 +235,17 @@ KILL_ZYGOTE = (
 
 # A candidate that leaves a daemon behind (double fork, own session), and one that looks for it.
 LEAVE_DAEMON = """
-import os, time
+import os
 def leave():
+    done, running = os.pipe()  # close-on-exec: EOF once the daemon runs sleep
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
             os.execv('/bin/sleep', ['sleep', '300'])
         os._exit(0)
+    os.close(running)
     os.wait()
+    os.read(done, 1)
     return True
 """
 FIND_DAEMON = """
@@ -286,6 +289,8 @@ def test_without_a_zygote_candidates_are_fresh_interpreters_under_the_same_rules
         one_lane_tier,
         [
             (PROBE_ZYGOTE, "assert zygote_pids() == []\n"),
+            # Control: the probe sees a daemon that is there (its own), so [] below means gone.
+            (LEAVE_DAEMON + FIND_DAEMON, "assert leave()\nassert others() != []\n"),
             (PROBE_ZYGOTE + FRESH, no_zygote + FRESH_TESTS),
             (LEAVE_DAEMON, "assert leave()\n"),
             (FIND_DAEMON, "assert others() == []\n"),
@@ -296,9 +301,11 @@ def test_without_a_zygote_candidates_are_fresh_interpreters_under_the_same_rules
     assert killed[0].isdigit(), killed
     # The first may have been forked (ahead of the job) before the zygote died.
     assert verdicts[0].status is VerdictStatus.passed, verdicts[0].feedback
-    for fresh in (verdicts[1], verdicts[4]):
+    assert verdicts[1].reason == "stray_process", verdicts[1].feedback
+    assert verdicts[1].components["tests_passed"] == 2.0, verdicts[1].feedback
+    for fresh in (verdicts[2], verdicts[5]):
         # Every test but the draw's (which fails on purpose, to show the draw) passed.
         assert fresh.components["tests_passed"] == 3.0, fresh.feedback
         assert "AssertionError: drew:" in fresh.feedback, fresh.feedback
-    assert verdicts[2].reason == "stray_process", verdicts[2].feedback
-    assert verdicts[3].status is VerdictStatus.passed, verdicts[3].feedback
+    assert verdicts[3].reason == "stray_process", verdicts[3].feedback
+    assert verdicts[4].status is VerdictStatus.passed, verdicts[4].feedback
