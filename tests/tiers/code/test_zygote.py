@@ -7,7 +7,8 @@ candidate, which cannot stop or kill it either; no test the judge has read is in
 candidate's memory; what one candidate changes in its modules reaches no later one; each is a
 fresh process with fresh random state, a fresh work dir and only its own fds. And when the
 zygote is gone (killed, as the kernel's OOM killer may), candidates are fresh interpreters held
-to the same rules.
+to the same rules; when a candidate's process made ahead of its job is gone, the judge makes
+another rather than blame the candidate.
 """
 
 from __future__ import annotations
@@ -73,9 +74,11 @@ def attack():
 """
 
 
-def judge_job(tier: SandboxTier, items: list[tuple[str, str]]) -> list[Verdict]:
+def judge_job(
+    tier: SandboxTier, items: list[tuple[str, str]], job: dict[str, Any] = JOB
+) -> list[Verdict]:
     candidates = [Candidate(kind="code", payload={"code": c, "tests": t}) for c, t in items]
-    return tier.verify_batch(candidates, JOB)
+    return tier.verify_batch(candidates, job)
 
 
 @pytest.fixture(scope="module")
@@ -208,30 +211,53 @@ def test_each_candidate_is_a_fresh_process_with_only_its_own_fds_and_random_stat
     assert len(set(draws)) == 3, draws  # a copy of the zygote's random state would repeat
 
 
-# Run as root in the container from the host (docker exec): SIGKILL the zygote, as the kernel's
-# OOM killer would, once the judge has started it; print its pid. Processes forked from it have
-# its command line too (a candidate made ahead of the job): the zygote is the first of them.
-KILL_ZYGOTE = (
-    "import os, time\n"
+# Run as root in the container from the host (docker exec): SIGKILL, as the kernel's OOM killer
+# would, the zygote (argv "zygote") or the candidate's process it forked ahead of the job (argv
+# "candidate") once the judge has started it; print its pid. Both have the zygote's command
+# line: the zygote is the first of them, the candidate's process the last.
+KILL_FORKED = (
+    "import os, sys, time\n"
     "def read(p, name):\n"
     "    try:\n"
     "        return open('/proc/' + p + '/' + name, 'rb').read()\n"
     "    except OSError:\n"
     "        return b''\n"
     "mark = b'-c\\x00\\x22\\x22\\x22The zygote:'\n"
+    "wanted = {'zygote': 1, 'candidate': 2}[sys.argv[1]]\n"
     "deadline = time.monotonic() + 10\n"
     "def started(p):\n"  # clock ticks after boot; None once the process is gone
     "    fields = read(p, 'stat').rsplit(b')', 1)[-1].split()\n"
     "    return int(fields[19]) if len(fields) > 19 else None\n"
     "found = []\n"
-    "while not found and time.monotonic() < deadline:\n"
+    "while len(found) < wanted and time.monotonic() < deadline:\n"
     "    marked = [p for p in os.listdir('/proc') if p.isdigit() and mark in read(p, 'cmdline')]\n"
     "    found = sorted((started(p), int(p)) for p in marked if started(p) is not None)\n"
     "    time.sleep(0.05)\n"
-    "zygote = found[0][1]\n"
-    "os.kill(zygote, 9)\n"
-    "print(zygote)\n"
+    "pid = found[0][1] if wanted == 1 else found[-1][1]\n"
+    "os.kill(pid, 9)\n"
+    "print(pid)\n"
 )
+
+
+def killing_on_acquire(
+    docker_client: Any, monkeypatch: pytest.MonkeyPatch, which: str
+) -> list[str]:
+    """Every container the tier's pool hands out has `which` killed first (KILL_FORKED); the
+    list gets each killed pid. (The job's pool is the tier's, with its settings, not the
+    fixture's: hence the class.)"""
+    killed: list[str] = []
+    acquire = SandboxPool.acquire
+
+    def acquire_and_kill(pool: SandboxPool) -> str:
+        cid = acquire(pool)
+        command = ["python3", "-c", KILL_FORKED, which]
+        run = docker_client.api.exec_create(cid, command, user="root")
+        killed.append(docker_client.api.exec_start(run["Id"]).decode().strip())
+        return cid
+
+    monkeypatch.setattr(SandboxPool, "acquire", acquire_and_kill)
+    return killed
+
 
 # A candidate that leaves a daemon behind (double fork, own session), and one that looks for it.
 LEAVE_DAEMON = """
@@ -274,16 +300,7 @@ def test_without_a_zygote_candidates_are_fresh_interpreters_under_the_same_rules
     it had already forked is a fresh interpreter (fork and exec), with the same uid, fds,
     environment and work dir, and a daemon one leaves is reported and gone before the next
     starts (the judge, not the zygote, kills it)."""
-    killed: list[str] = []
-    acquire = SandboxPool.acquire  # the job's pool is the tier's (its settings), not the fixture's
-
-    def acquire_without_zygote(pool: SandboxPool) -> str:
-        cid = acquire(pool)
-        run = docker_client.api.exec_create(cid, ["python3", "-c", KILL_ZYGOTE], user="root")
-        killed.append(docker_client.api.exec_start(run["Id"]).decode().strip())
-        return cid
-
-    monkeypatch.setattr(SandboxPool, "acquire", acquire_without_zygote)
+    killed = killing_on_acquire(docker_client, monkeypatch, "zygote")
     no_zygote = "assert not from_zygote()\nassert zygote_pids() == []\n"
     verdicts = judge_job(
         one_lane_tier,
@@ -309,3 +326,32 @@ def test_without_a_zygote_candidates_are_fresh_interpreters_under_the_same_rules
         assert "AssertionError: drew:" in fresh.feedback, fresh.feedback
     assert verdicts[3].reason == "stray_process", verdicts[3].feedback
     assert verdicts[4].status is VerdictStatus.passed, verdicts[4].feedback
+
+
+@pytest.mark.parametrize("isolation", ["process", "container"])
+def test_a_candidate_process_killed_before_its_job_is_replaced_and_the_candidate_not_blamed(
+    isolation: str,
+    one_lane_tier: SandboxTier,
+    sandbox_pool: SandboxPool,
+    docker_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The process the judge made ahead of the job for its first candidate dies while the
+    container waits in the pool (the OOM killer's pick, an operator): the judge makes another
+    before it reads the spec, so the honest candidate passes (it was "crashed: signal 9"). A
+    candidate that kills its own process is still blamed for it. In isolation "container"
+    every candidate's container has its process killed."""
+    killed = killing_on_acquire(docker_client, monkeypatch, "candidate")
+    honest = ("def f():\n    return 1\n", "assert f() == 1\n")
+    suicide = ("import os\ndef f():\n    os.kill(os.getpid(), 9)\n", "f()\n")
+    verdicts = judge_job(
+        one_lane_tier,
+        [honest, (PROBE_ZYGOTE, "assert from_zygote()\n"), suicide, honest],
+        dict(JOB, isolation=isolation),
+    )
+    # One container for the job, or one per candidate; the process was there in each.
+    assert len(killed) == (1 if isolation == "process" else 4), killed
+    assert all(pid.isdigit() for pid in killed), killed
+    assert passed(verdicts) == [True, True, False, True], [v.feedback for v in verdicts]
+    assert verdicts[2].reason == "crashed", verdicts[2].feedback
+    assert "signal 9" in verdicts[2].feedback, verdicts[2].feedback

@@ -248,7 +248,30 @@ def _rpc_message(data: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _candidate_gone() -> bool:
+    """Whether the candidate's process, made before its spec was read, has died since. Nothing
+    of a candidate's has run yet, so only something outside killed it: the kernel's OOM killer,
+    an operator. The judge (PID 1) is its parent and reaps every orphan: reaped is gone too."""
+    try:
+        pid, _ = os.waitpid(CANDIDATE_PID, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return pid != 0
+
+
+def _replace_candidate_if_gone() -> None:
+    """A new candidate process for the one that died waiting, so that the candidate about to
+    run is not blamed ("crashed", "timeout") for what happened before its spec arrived."""
+    global CANDIDATE_PID, REQ_W, RESP_R, OUT_R, ERR_R, OUT_W, ERR_W
+    if not _candidate_gone():
+        return
+    for fd in (REQ_W, RESP_R, OUT_R, ERR_R, OUT_W, ERR_W):
+        os.close(fd)
+    CANDIDATE_PID, REQ_W, RESP_R, OUT_R, ERR_R, OUT_W, ERR_W = _start_candidate_process()
+
+
 def main(spec: dict[str, Any]) -> None:
+    _replace_candidate_if_gone()  # before the mark: the spec is not yet anyone's
     os.write(2, DELIVERED_MARK)  # the host retries a candidate on another container only without it
     cap = int(spec["output_cap"])
     limit = int(spec["output_limit"])
