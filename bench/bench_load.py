@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -60,6 +61,26 @@ def free_port() -> int:
 def nci() -> list[str]:
     path = Path(RDConfig.RDDataDir) / "NCI" / "first_5K.smi"
     return [line.split()[0] for line in path.read_text().splitlines() if line.strip()]
+
+
+def labelled(smiles: list[str]) -> Iterator[str]:
+    """`smiles`, then, for longer runs than they last, each again with one atom carbon-13
+    labelled (the first atom, then the second, ...): a new molecule to the verdict cache, the
+    same work to RDKit. Those RDKit cannot parse come once."""
+    yield from smiles
+    from rdkit import Chem
+
+    seen = set(smiles)
+    for position in itertools.count():
+        for text in smiles:
+            mol = Chem.MolFromSmiles(text)
+            if mol is None or position >= mol.GetNumAtoms():
+                continue
+            mol.GetAtomWithIdx(position).SetIsotope(13)
+            variant = Chem.MolToSmiles(mol)
+            if variant not in seen:
+                seen.add(variant)
+                yield variant
 
 
 @dataclass
@@ -230,7 +251,7 @@ class Tally:
 
 
 def make_batch(
-    rng: random.Random, pool: list[str], repeats: list[str], size: int, tally: Tally
+    rng: random.Random, pool: Iterator[str], repeats: list[str], size: int, tally: Tally
 ) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for _ in range(size):
@@ -240,7 +261,7 @@ def make_batch(
                 del call["args"]  # a wrong one: scored low, not an error
             items.append({"kind": "json", "payload": call, "reference": {"schema": TOOL_SCHEMA}})
             continue
-        smiles = rng.choice(repeats) if rng.random() < 0.2 else pool.pop()
+        smiles = rng.choice(repeats) if rng.random() < 0.2 else next(pool)
         tally.molecules.add(smiles)
         items.append({"kind": "molecule", "payload": {"smiles": smiles}})
     return items
@@ -307,7 +328,7 @@ def main() -> None:
     rng = random.Random(args.seed)
     molecules = nci()
     rng.shuffle(molecules)
-    repeats, pool = molecules[:100], molecules[100:]
+    repeats, pool = molecules[:100], labelled(molecules[100:])
     tally = Tally()
     plans = [
         [

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,14 +93,19 @@ async def soak(url: str, headers: dict[str, str], args: argparse.Namespace, tall
     rng = random.Random(args.seed)
     molecules = nci()
     rng.shuffle(molecules)
-    repeats, fresh = molecules[:100], molecules[100:]
+    repeats = molecules[:100]
     stop_at = time.monotonic() + args.duration
+
+    def recycled() -> Iterator[str]:
+        pool = molecules[100:]
+        while True:
+            yield from reversed(pool)
+            rng.shuffle(pool)  # the pool ran out: the same molecules again
+
+    fresh = recycled()
 
     async def one(client: httpx.AsyncClient) -> None:
         while time.monotonic() < stop_at:
-            if len(fresh) < args.max_batch:  # the pool ran out: the same molecules again
-                fresh.extend(molecules[100:])
-                rng.shuffle(fresh)
             size = rng.randint(args.min_batch, args.max_batch)
             await trainer(client, [make_batch(rng, fresh, repeats, size, tally)], tally)
 
