@@ -29,6 +29,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -394,7 +395,8 @@ def main() -> None:
     if no_docker:
         print(f"sandbox family skipped (no code items): {no_docker}")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="bench-faults-") as tmp:
+    tmp = tempfile.mkdtemp(prefix="bench-faults-")  # kept when the run fails (its logs)
+    try:
         run = start_run(Path(tmp), families)
         notes: dict[str, str] = {}
         try:
@@ -434,6 +436,9 @@ def main() -> None:
             api_log = svc.log_tail("api", 10_000_000)
         finally:
             stop_run(run)
+    except BaseException:
+        print(f"the service's logs (api.log, fast.log, ...) are kept in {tmp}")
+        raise
     columns = ["items submitted", "rewards final", "lost", "duplicated", "5xx seen"]
     print(f"\n{trainers_n} trainers, {phase_s:.0f} s per fault, load {load_s:.0f} s, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")  # fmt: skip
@@ -469,7 +474,9 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     if total["lost"] or total["duplicated"] or total["5xx seen"] or tr.stats.rejected:
+        print(f"the service's logs (api.log, fast.log, ...) are kept in {tmp}")
         raise SystemExit(1)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
