@@ -353,5 +353,7 @@ def test_a_candidate_process_killed_before_its_job_is_replaced_and_the_candidate
     assert len(killed) == (1 if isolation == "process" else 4), killed
     assert all(pid.isdigit() for pid in killed), killed
     assert passed(verdicts) == [True, True, False, True], [v.feedback for v in verdicts]
-    assert verdicts[2].reason == "crashed", verdicts[2].feedback
-    assert "signal 9" in verdicts[2].feedback, verdicts[2].feedback
+    # Its own death is its failure: "crashed" (signal 9), or "tests_incomplete" when the test
+    # runner reports the candidate's process gone before the judge sees the signal.
+    assert verdicts[2].status is VerdictStatus.failed, verdicts[2].feedback
+    assert verdicts[2].reason in ("crashed", "tests_incomplete"), verdicts[2].feedback
