@@ -37,6 +37,10 @@ def key(name: str, unit: str = "") -> Callable[[Figures], str]:
     return show
 
 
+def _latency_over_tier(f: Figures) -> str:
+    return f"{f['service_minus_tier_in_request_ms']:+.2f} ms ({f['service_minus_tier_ms']:+.2f} ms)"
+
+
 def p95_keys(f: Figures) -> list[str]:
     """The p95 figures in milliseconds; KeyError (the target reads n/a) when there are none."""
     keys = [k for k in f if "p95" in k and "ms" in k]
@@ -164,19 +168,21 @@ TARGETS: dict[str, list[Target]] = {
             key("fresh_median_ms", " ms"),
         ),
         Target(
-            "single-item sync latency median minus chem.fast's own (embedded)",
+            "single-item sync latency less chem.fast's time in that request, median "
+            "(embedded; in brackets: less chem.fast's own back to back)",
             "<= +2 ms",
             "issue 18",
-            lambda f: f["service_minus_tier_ms"] <= 2,
-            lambda f: f"{f['service_minus_tier_ms']:+.2f} ms",
+            lambda f: f["service_minus_tier_in_request_ms"] <= 2,
+            _latency_over_tier,
             ("embedded",),
         ),
         Target(
-            "single-item sync latency median minus chem.fast's own (PostgreSQL)",
+            "single-item sync latency less chem.fast's time in that request, median "
+            "(PostgreSQL; in brackets: less chem.fast's own back to back)",
             "<= +4 ms",
             "issue 18",
-            lambda f: f["service_minus_tier_ms"] <= 4,
-            lambda f: f"{f['service_minus_tier_ms']:+.2f} ms",
+            lambda f: f["service_minus_tier_in_request_ms"] <= 4,
+            _latency_over_tier,
             ("postgres",),
         ),
         Target(
