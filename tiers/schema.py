@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from functools import lru_cache, partial
 from typing import Any, ClassVar
@@ -29,20 +30,51 @@ class SchemaConfig(BaseModel):
 
 
 def check_schema(schema: Any) -> None:
-    """Raise ValueError saying what is wrong if `schema` is not a valid JSON Schema."""
+    """Raise ValueError saying what is wrong if `schema` is not a valid JSON Schema.
+
+    A batch of tool calls usually brings one schema hundreds of times, and checking it
+    against its meta-schema costs a third of a millisecond: the answer is kept per schema
+    text (a schema that is not plain JSON is checked every time)."""
     if not isinstance(schema, dict):
         raise ValueError(f"a JSON Schema must be an object, got {type(schema).__name__}")
+    try:
+        text = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        problem = _schema_problem(schema)
+    else:
+        problem = _known_schema_problem(text, schema)
+    if problem is not None:
+        raise ValueError(problem)
+
+
+def _schema_problem(schema: dict[str, Any]) -> str | None:
     try:
         validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
-        raise ValueError(f"invalid JSON Schema at {where}: {exc.message}") from None
+        return f"invalid JSON Schema at {where}: {exc.message}"
+    return None
+
+
+_SCHEMA_PROBLEMS: dict[str, str | None] = {}
+_SCHEMA_PROBLEMS_MAX = 1024
+
+
+def _known_schema_problem(text: str, schema: dict[str, Any]) -> str | None:
+    """`_schema_problem` of a schema given with its JSON text, remembered by that text."""
+    try:
+        return _SCHEMA_PROBLEMS[text]
+    except KeyError:
+        pass
+    problem = _schema_problem(schema)
+    if len(_SCHEMA_PROBLEMS) >= _SCHEMA_PROBLEMS_MAX:
+        _SCHEMA_PROBLEMS.clear()  # many distinct schemas: start over rather than grow
+    _SCHEMA_PROBLEMS[text] = problem
+    return problem
 
 
 @lru_cache(maxsize=1024)
 def _validator(schema_text: str) -> Validator:
-    import json
-
     schema = json.loads(schema_text)
     cls = validator_for(schema, default=Draft202012Validator)
     validator: Validator = cls(schema)

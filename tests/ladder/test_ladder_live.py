@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 import pytest
 from support import Service
 
@@ -252,6 +253,32 @@ def test_half_duplicate_job_costs_half_and_reports_it(live_service: Service) -> 
     assert cost["cost_units"] == pytest.approx(3 * 0.001)
     assert cost["every_tier_cost_units"] == pytest.approx(6 * 0.001)
     assert cost["saved_cost_units"] == pytest.approx(3 * 0.001)
+    # the tier's time, filled in by the worker after the call (one UPDATE for all the rows)
+    assert fast["cpu_s"] > 0
+    assert fast["wall_s"] > 0
+
+
+def test_each_item_of_a_worker_batch_gets_its_own_tier_time(live_service: Service) -> None:
+    fresh = [_fresh_smiles() for _ in range(5)]
+    job = _score(live_service, "default", [_mol(s) for s in [*fresh, fresh[0], fresh[1]]])
+    database = live_service.env["VERIFIER_DATABASE__URL"].replace(
+        "postgresql+psycopg", "postgresql"
+    )
+    with psycopg.connect(database) as conn:
+        rows = conn.execute(
+            "SELECT i.index, c.cpu_s, c.wall_s, c.cached FROM cost_ledger c "
+            "JOIN items i ON i.id = c.item_id WHERE i.job_id = %s ORDER BY i.index",
+            (job["id"],),
+        ).fetchall()
+    assert [r[0] for r in rows] == list(range(7))  # one row per item (more than inline takes)
+    first_calls = [r for r in rows if not r[3]]
+    riders = [r for r in rows if r[3]]
+    assert len(first_calls) == 5
+    assert len(riders) == 2
+    assert all(cpu > 0 and wall > 0 for _, cpu, wall, _ in first_calls)
+    assert all(cpu == 0 and wall == 0 for _, cpu, wall, _ in riders)
+    # each row has its own item's time, not one value for all
+    assert len({wall for _, _, wall, _ in first_calls}) == 5
 
 
 def test_replay_compares_a_draft_with_the_active_version(live_service: Service) -> None:

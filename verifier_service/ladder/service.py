@@ -121,8 +121,12 @@ class LadderPass:
         write_new(self.session, (Job, Item))
         verdicts, self._new_verdicts = self._new_verdicts, []
         charges, self._new_charges = self._new_charges, []
-        repository.insert_verdicts(self.session, verdicts)
-        repository.insert_charges(self.session, charges)
+        # Rows of other tables, whose items are stored (above, or before this pass): the
+        # items' own changes need not be flushed first, and are written once, at commit,
+        # instead of once here and once more for whatever the pass changes after.
+        with self.session.no_autoflush:
+            repository.insert_verdicts(self.session, verdicts)
+            repository.insert_charges(self.session, charges)
 
     def new_items(self, items: Iterable[Item]) -> None:
         """Items this transaction just created: known to have no verdicts, nothing to query."""
@@ -204,7 +208,8 @@ class LadderPass:
                 else:
                     entry.cpu_s, entry.wall_s = cost.cpu_s, cost.wall_s
             self.record(item, run.step, verdict, item_key)
-        repository.update_charges(self.session, run.step, timed, riders)
+        with self.session.no_autoflush:  # as in `_write`: the items' moves are written once
+            repository.update_charges(self.session, run.step, timed, riders)
 
     def verdicts_of(self, item_id: str) -> list[VerdictRecord]:
         """The verdicts this pass knows of an item (all of them, for items it created)."""
