@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
+from tiers.base import Verdict, VerdictStatus
 from verifier_service.metrics import record, registry
 from verifier_service.settings import MetricsSettings, Settings
 
@@ -28,14 +29,18 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     registry.metrics.cache_clear()
 
 
-def rewards(path: Path) -> float:
+def total(path: Path, name: str, labels: dict[str, str]) -> float:
     text = generate_latest(registry.collect_registry(path)).decode()
     return sum(
         s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
-        if s.name == "verifier_rewards_total" and s.labels == {"policy": "p", "status": "scored"}
+        if s.name == name and s.labels == labels
     )
+
+
+def rewards(path: Path) -> float:
+    return total(path, "verifier_rewards_total", {"policy": "p", "status": "scored"})
 
 
 def test_rollback_counts_nothing_and_commit_counts_once(host: Path) -> None:
@@ -52,6 +57,35 @@ def test_rollback_counts_nothing_and_commit_counts_once(host: Path) -> None:
         with session.begin():  # nothing recorded: nothing left over from before
             pass
         assert rewards(host) == 1
+
+
+def test_a_batch_counts_every_verdict_and_reward_under_its_own_labels(host: Path) -> None:
+    engine = create_engine("sqlite://")
+    computed = Verdict(status=VerdictStatus.passed, tier="schema", tier_version="1")
+    computed.cost.wall_s = 0.002
+    hit = computed.model_copy(update={"cached": True})
+    failed = Verdict(status=VerdictStatus.failed, tier="schema", tier_version="1")
+    with Session(engine) as session, session.begin():  # a pass over a batch: summed at commit
+        for _ in range(40):
+            record.verdict(session, computed)
+        for _ in range(25):
+            record.verdict(session, hit)
+        record.verdict(session, failed)
+        for _ in range(66):
+            record.reward(session, "p", "scored")
+        record.reward(session, "p", "failed")
+        record.cache_lookups(session, [("schema", True)] * 25 + [("schema", False)] * 41)
+        assert rewards(host) == 0  # nothing before the commit
+    verdicts = "verifier_verdicts_total"
+    assert total(host, verdicts, {"tier": "schema", "status": "passed", "cached": "false"}) == 40
+    assert total(host, verdicts, {"tier": "schema", "status": "passed", "cached": "true"}) == 25
+    assert total(host, verdicts, {"tier": "schema", "status": "failed", "cached": "false"}) == 1
+    assert rewards(host) == 66
+    assert total(host, "verifier_rewards_total", {"policy": "p", "status": "failed"}) == 1
+    assert total(host, "verifier_cache_hits_total", {"tier": "schema"}) == 25
+    assert total(host, "verifier_cache_misses_total", {"tier": "schema"}) == 41
+    # every computed verdict's time is observed on its own, the cached ones not at all
+    assert total(host, "verifier_tier_duration_seconds_count", {"tier": "schema"}) == 41
 
 
 def test_turned_off_nothing_is_counted(host: Path, tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ the verdict cache and the cost ledger."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
 from typing import Any
 
@@ -11,10 +10,7 @@ from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from verifier_service.core.db import Base, utcnow
-
-
-def new_id() -> str:
-    return uuid.uuid4().hex
+from verifier_service.core.ids import new_id
 
 
 class Job(Base):

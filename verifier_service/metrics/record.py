@@ -2,7 +2,9 @@
 
 The ladder calls these from inside a transaction that may still roll back (and be retried): a
 sample is kept on the session and counted by the `after_commit` hook, so that a retried
-transaction counts once and a rolled-back one not at all.
+transaction counts once and a rolled-back one not at all. Counter increments are summed per
+metric and labels until then: a batch of 256 items adds to each of its counters once, not 256
+times (each increment of a multi-process counter is a write to its memory-mapped file).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from tiers.registry import UnknownTierError, get_tier
 from verifier_service.metrics.registry import Metrics, enabled, metrics
 
 _PENDING = "metrics.pending"
+_COUNTS = "metrics.counts"
 
 Sample = Callable[[Metrics], None]
 
@@ -27,18 +30,30 @@ def _defer(session: Session, sample: Sample) -> None:
     session.info.setdefault(_PENDING, []).append(sample)
 
 
+def _add(session: Session, counter: str, labels: tuple[str, ...], amount: float = 1.0) -> None:
+    """Add to a counter of `Metrics` (by attribute name) when the transaction commits."""
+    counts: Tally[tuple[str, tuple[str, ...]]] | None = session.info.get(_COUNTS)
+    if counts is None:
+        counts = session.info[_COUNTS] = Tally()
+    counts[(counter, labels)] += amount
+
+
 @event.listens_for(Session, "after_commit")
 def _count(session: Session) -> None:
     pending: list[Sample] = session.info.pop(_PENDING, [])
-    if pending:
+    counts: Tally[tuple[str, tuple[str, ...]]] = session.info.pop(_COUNTS, Tally())
+    if pending or counts:
         found = metrics()
         for sample in pending:
             sample(found)
+        for (counter, labels), amount in counts.items():
+            getattr(found, counter).labels(*labels).inc(amount)
 
 
 @event.listens_for(Session, "after_rollback")
 def _drop(session: Session) -> None:
     session.info.pop(_PENDING, None)
+    session.info.pop(_COUNTS, None)
 
 
 def verdict(session: Session, verdict: Verdict) -> None:
@@ -46,39 +61,30 @@ def verdict(session: Session, verdict: Verdict) -> None:
     if not enabled():
         return
     tier, status, cached = verdict.tier, str(verdict.status.value), verdict.cached
-    wall_s = verdict.cost.wall_s
+    _add(session, "verdicts", (tier, status, "true" if cached else "false"))
+    if cached:
+        return
     # Charged as the cost ledger keeps it: a tier's units for a computed verdict, nothing for
     # one the cache (or an identical item of the same batch) answered.
-    units = 0.0 if cached else _cost_class(tier)
-
-    def sample(m: Metrics) -> None:
-        m.verdicts.labels(tier, status, "true" if cached else "false").inc()
-        if not cached:
-            m.tier_duration.labels(tier).observe(wall_s)
-            if units:
-                m.cost_units.labels(tier).inc(units)
-
-    _defer(session, sample)
+    units = _cost_class(tier)
+    if units:
+        _add(session, "cost_units", (tier,), units)
+    wall_s = verdict.cost.wall_s
+    _defer(session, lambda m: m.tier_duration.labels(tier).observe(wall_s))
 
 
 def reward(session: Session, policy: str, status: str) -> None:
     """A reward finished (an item's or a trajectory's)."""
     if enabled():
-        _defer(session, lambda m: m.rewards.labels(policy, status).inc())
+        _add(session, "rewards", (policy, status))
 
 
 def cache_lookups(session: Session, lookups: Iterable[tuple[str, bool]]) -> None:
     """Climbs looked up in the verdict cache: (tier, hit) each."""
     if not enabled():
         return
-    tally: Tally[tuple[str, bool]] = Tally(lookups)
-
-    def sample(m: Metrics) -> None:
-        for (tier, hit), n in tally.items():
-            (m.cache_hits if hit else m.cache_misses).labels(tier).inc(n)
-
-    if tally:
-        _defer(session, sample)
+    for (tier, hit), n in Tally(lookups).items():
+        _add(session, "cache_hits" if hit else "cache_misses", (tier,), n)
 
 
 def gate_decision(session: Session, policy: str, step: int, at: Any, decision: Any) -> None:
@@ -86,7 +92,7 @@ def gate_decision(session: Session, policy: str, step: int, at: Any, decision: A
     name = str(getattr(decision, "value", decision))
     tier = str(at.tier)
     if enabled() and name != "wait":
-        _defer(session, lambda m: m.gate_decisions.labels(policy, str(step), tier, name).inc())
+        _add(session, "gate_decisions", (policy, str(step), tier, name))
 
 
 def _cost_class(tier: str) -> float:
