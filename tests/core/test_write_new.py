@@ -13,7 +13,8 @@ from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session
 
 from verifier_service.core.db import Base, make_engine, plain_row, utcnow, write_new
-from verifier_service.ladder.models import Item, Job, new_id
+from verifier_service.core.ids import new_id
+from verifier_service.ladder.models import Item, Job
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -17,6 +17,7 @@ from tiers.base import stable_json
 from tiers.registry import get_tier
 from verifier_service.core.db import plain_row, utcnow
 from verifier_service.core.errors import ConflictError, InvalidRequestError, NotFoundError
+from verifier_service.core.ids import new_id
 from verifier_service.core.notify import sync_client
 from verifier_service.core.presence import live_workers, paused_now
 from verifier_service.events import service as events
@@ -29,7 +30,7 @@ from verifier_service.jobs.schemas import (
     StoredVerdict,
     Trajectory,
 )
-from verifier_service.ladder.models import Item, Job, VerdictRecord, new_id
+from verifier_service.ladder.models import Item, Job, VerdictRecord
 from verifier_service.ladder.repository import verdicts_for
 from verifier_service.ladder.results import LadderResult
 from verifier_service.ladder.service import LadderPass

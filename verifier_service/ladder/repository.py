@@ -31,13 +31,13 @@ from sqlalchemy.orm import Session
 
 from tiers.base import Verdict
 from verifier_service.core.db import built_once, insert_into, plain_row, row_values, utcnow
+from verifier_service.core.ids import new_id
 from verifier_service.ladder.models import (
     CostLedgerEntry,
     Item,
     Job,
     VerdictCacheEntry,
     VerdictRecord,
-    new_id,
 )
 
 #: The IN lists of the statements built once (cache keys; item ids).

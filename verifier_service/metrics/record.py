@@ -10,6 +10,7 @@ times (each increment of a multi-process counter is a write to its memory-mapped
 from __future__ import annotations
 
 from collections import Counter as Tally
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -32,16 +33,16 @@ def _defer(session: Session, sample: Sample) -> None:
 
 def _add(session: Session, counter: str, labels: tuple[str, ...], amount: float = 1.0) -> None:
     """Add to a counter of `Metrics` (by attribute name) when the transaction commits."""
-    counts: Tally[tuple[str, tuple[str, ...]]] | None = session.info.get(_COUNTS)
+    counts: defaultdict[tuple[str, tuple[str, ...]], float] | None = session.info.get(_COUNTS)
     if counts is None:
-        counts = session.info[_COUNTS] = Tally()
+        counts = session.info[_COUNTS] = defaultdict(float)
     counts[(counter, labels)] += amount
 
 
 @event.listens_for(Session, "after_commit")
 def _count(session: Session) -> None:
     pending: list[Sample] = session.info.pop(_PENDING, [])
-    counts: Tally[tuple[str, tuple[str, ...]]] = session.info.pop(_COUNTS, Tally())
+    counts: dict[tuple[str, tuple[str, ...]], float] = session.info.pop(_COUNTS, {})
     if pending or counts:
         found = metrics()
         for sample in pending:
