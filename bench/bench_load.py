@@ -17,12 +17,25 @@ own). Short form (CI-sized): the defaults. Longer: `--batches 20 --trainers 16`.
     .venv/bin/python bench/bench_load.py --layout embedded [--trainers 4] [--batches 4]
     .venv/bin/python bench/bench_load.py --layout postgres --json load.json
     .venv/bin/python bench/bench_load.py --set VERIFIER_WORKER__TASK_ITEMS=128   # a setting
+
+`--baseline REF --rounds N` compares this tree with git REF's on the layout: both services run at
+once (each its own database and Redis), and each round sends the same new batches to one, then
+to the other, alternating which goes first. The machine's speed can move by a third between
+runs a few minutes apart (the bare tier's too), which hides a change of a few percent in the
+ratio to the bare tier; the ratio of the two services' items/s within a round does not depend
+on it. It prints each round's after/before and their median. On the postgres layout the two
+services share one PostgreSQL server (a database each), whose background work after one
+service's round (autovacuum, checkpoints) can land in the other's: its rounds spread more
+(0.73-1.19x on 2026-11-27 against 1.00-1.15x embedded); use more rounds there.
+
+    .venv/bin/python bench/bench_load.py --baseline main --layout embedded --rounds 6
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -308,6 +321,76 @@ def percentile(xs: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+async def _drive(service: Layout, plans: list[list[list[dict[str, Any]]]], tally: Tally) -> float:
+    """Every trainer's plan against one service at once; the seconds it took."""
+    async with httpx.AsyncClient(
+        base_url=service.url, headers=service.headers, timeout=120
+    ) as client:
+        started = time.perf_counter()
+        await asyncio.gather(*(trainer(client, plan, tally) for plan in plans))
+        return time.perf_counter() - started
+
+
+def paired(args: argparse.Namespace, settings: dict[str, str]) -> dict[str, Any]:
+    """This tree against `args.baseline`'s, round after round on the same batches (the
+    module's docstring); the figures, printed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_throughput import exported
+
+    rng = random.Random(args.seed)
+    molecules = nci()
+    rng.shuffle(molecules)
+    repeats, pool = molecules[:100], labelled(molecules[100:])
+    this, before = "this tree", str(args.baseline)
+    tallies = {this: Tally(), before: Tally()}
+    rates: dict[str, list[float]] = {this: [], before: []}
+    with contextlib.ExitStack() as stack:
+        trees = {before: stack.enter_context(exported(args.baseline)), this: REPO}
+        services = {
+            label: stack.enter_context(
+                embedded(settings, code=code)
+                if args.layout == "embedded"
+                else postgres(args.worker_concurrency, settings, code=code)
+            )
+            for label, code in trees.items()
+        }
+        for round_ in range(args.rounds):
+            plans = [
+                [
+                    make_batch(
+                        rng, pool, repeats, rng.randint(args.min_batch, args.max_batch), Tally()
+                    )
+                    for _ in range(args.batches)
+                ]
+                for _ in range(args.trainers)
+            ]
+            n_items = sum(len(b) for plan in plans for b in plan)
+            order = [before, this] if round_ % 2 == 0 else [this, before]
+            for label in order:
+                done = tallies[label].items
+                elapsed = asyncio.run(_drive(services[label], plans, tallies[label]))
+                rates[label].append((tallies[label].items - done) / elapsed)
+            print(
+                f"round {round_ + 1}: {n_items} items, {before} {rates[before][-1]:.1f} items/s, "
+                f"this tree {rates[this][-1]:.1f} ({rates[this][-1] / rates[before][-1]:.3f}x)",
+                flush=True,
+            )
+    ratios = [a / b for a, b in zip(rates[this], rates[before], strict=True)]
+    errors = {label: len(t.errors) for label, t in tallies.items()}
+    print(f"after/before items/s, median of {len(ratios)} rounds: {statistics.median(ratios):.3f}x")
+    print(f"errors: {errors} (must be 0)")
+    return {
+        "layout": args.layout,
+        "baseline": before,
+        "trainers": args.trainers,
+        "batches_per_round": args.batches * args.trainers,
+        "items_per_s": {label: [round(r, 1) for r in xs] for label, xs in rates.items()},
+        "after_over_before": [round(r, 3) for r in ratios],
+        "after_over_before_median": round(statistics.median(ratios), 3),
+        "errors": errors,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--layout", choices=["embedded", "postgres"], default="embedded")
@@ -323,7 +406,18 @@ def main() -> None:
         help="a setting of the service under test (repeatable), e.g. "
         "VERIFIER_WORKER__TASK_ITEMS=128",
     )  # fmt: skip
+    parser.add_argument("--baseline", help="git ref to compare with, round by round")
+    parser.add_argument("--rounds", type=int, default=6, help="with --baseline")
     args = parser.parse_args()
+    if any(not item.startswith("VERIFIER_") or "=" not in item for item in args.set):
+        parser.error("--set takes VERIFIER_NAME=VALUE")
+    if args.baseline:
+        figures = paired(args, dict(item.split("=", 1) for item in args.set))
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        if any(figures["errors"].values()):
+            raise SystemExit(1)
+        return
 
     rng = random.Random(args.seed)
     molecules = nci()
@@ -338,8 +432,6 @@ def main() -> None:
         for _ in range(args.trainers)
     ]
     n_items = sum(len(b) for plan in plans for b in plan)
-    if any(not item.startswith("VERIFIER_") or "=" not in item for item in args.set):
-        parser.error("--set takes VERIFIER_NAME=VALUE")
     settings = dict(item.split("=", 1) for item in args.set)
     layout = (
         embedded(settings)
@@ -347,16 +439,7 @@ def main() -> None:
         else postgres(args.worker_concurrency, settings)
     )
     with layout as service, PeakRss(service.roots) as rss:
-
-        async def run() -> float:
-            async with httpx.AsyncClient(
-                base_url=service.url, headers=service.headers, timeout=120
-            ) as client:
-                started = time.perf_counter()
-                await asyncio.gather(*(trainer(client, plan, tally) for plan in plans))
-                return time.perf_counter() - started
-
-        elapsed = asyncio.run(run())
+        elapsed = asyncio.run(_drive(service, plans, tally))
     bare = bare_items_per_s(sorted(tally.molecules))
     figures = {
         "layout": args.layout,
