@@ -50,7 +50,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -321,7 +321,30 @@ def percentile(xs: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def _drive(service: Layout, plans: list[list[list[dict[str, Any]]]], tally: Tally) -> float:
+Plans = list[list[list[dict[str, Any]]]]  # per trainer, its batches' items
+
+
+def planner(args: argparse.Namespace) -> Callable[[Tally], Plans]:
+    """Makes each trainer's batches from one seeded stream of molecules (new ones, and a share
+    of 100 repeated), each call the next `--batches` per trainer, noted in the tally."""
+    rng = random.Random(args.seed)
+    molecules = nci()
+    rng.shuffle(molecules)
+    repeats, pool = molecules[:100], labelled(molecules[100:])
+
+    def plans(tally: Tally) -> Plans:
+        return [
+            [
+                make_batch(rng, pool, repeats, rng.randint(args.min_batch, args.max_batch), tally)
+                for _ in range(args.batches)
+            ]
+            for _ in range(args.trainers)
+        ]
+
+    return plans
+
+
+async def _drive(service: Layout, plans: Plans, tally: Tally) -> float:
     """Every trainer's plan against one service at once; the seconds it took."""
     async with httpx.AsyncClient(
         base_url=service.url, headers=service.headers, timeout=120
@@ -337,10 +360,7 @@ def paired(args: argparse.Namespace, settings: dict[str, str]) -> dict[str, Any]
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_throughput import exported
 
-    rng = random.Random(args.seed)
-    molecules = nci()
-    rng.shuffle(molecules)
-    repeats, pool = molecules[:100], labelled(molecules[100:])
+    new_plans = planner(args)
     this, before = "this tree", str(args.baseline)
     tallies = {this: Tally(), before: Tally()}
     rates: dict[str, list[float]] = {this: [], before: []}
@@ -355,15 +375,7 @@ def paired(args: argparse.Namespace, settings: dict[str, str]) -> dict[str, Any]
             for label, code in trees.items()
         }
         for round_ in range(args.rounds):
-            plans = [
-                [
-                    make_batch(
-                        rng, pool, repeats, rng.randint(args.min_batch, args.max_batch), Tally()
-                    )
-                    for _ in range(args.batches)
-                ]
-                for _ in range(args.trainers)
-            ]
+            plans = new_plans(Tally())
             n_items = sum(len(b) for plan in plans for b in plan)
             order = [before, this] if round_ % 2 == 0 else [this, before]
             for label in order:
@@ -419,18 +431,9 @@ def main() -> None:
             raise SystemExit(1)
         return
 
-    rng = random.Random(args.seed)
-    molecules = nci()
-    rng.shuffle(molecules)
-    repeats, pool = molecules[:100], labelled(molecules[100:])
+    new_plans = planner(args)
     tally = Tally()
-    plans = [
-        [
-            make_batch(rng, pool, repeats, rng.randint(args.min_batch, args.max_batch), tally)
-            for _ in range(args.batches)
-        ]
-        for _ in range(args.trainers)
-    ]
+    plans = new_plans(tally)
     n_items = sum(len(b) for plan in plans for b in plan)
     settings = dict(item.split("=", 1) for item in args.set)
     layout = (
