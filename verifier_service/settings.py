@@ -34,6 +34,13 @@ class DatabaseSettings(BaseModel):
         "frozen VM) would otherwise block the work sent again until TCP gives up, hours later. "
         "0: never.",
     )
+    ping_after_idle_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="PostgreSQL: a pooled connection that sat unused this long is tested with a "
+        "round trip before use (a server restart or an idle timeout may have closed it); one "
+        "used more recently goes straight to work. 0: test before every use.",
+    )
 
 
 class BrokerSettings(BaseModel):

@@ -24,7 +24,7 @@ from sqlalchemy import (
     event,
     insert,
 )
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, make_transient_to_detached, sessionmaker
 
 from verifier_service.core import jsoncodec
@@ -215,11 +215,42 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         _configure_sqlite(engine, settings.database.sqlite_busy_timeout_ms)
         return engine
     idle_ms = int(settings.database.idle_in_transaction_timeout_s * 1000)
-    return create_engine(
-        url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=20,
+    # Last in, first out: under load the same few connections stay warm and skip the ping;
+    # the rest sit idle and are tested when next used.
+    engine = create_engine(
+        url, echo=echo, pool_size=10, max_overflow=20, pool_use_lifo=True,
         json_serializer=jsoncodec.dumps, json_deserializer=jsoncodec.loads,
         connect_args={"options": f"-c idle_in_transaction_session_timeout={idle_ms}"},
     )  # fmt: skip
+    _ping_when_idle(engine, settings.database.ping_after_idle_s)
+    return engine
+
+
+def _ping_when_idle(engine: Engine, idle_s: float) -> None:
+    """Test a pooled connection with a round trip before use, if it sat unused `idle_s`.
+
+    SQLAlchemy's pool_pre_ping tests it before every use: one more round trip per transaction,
+    about a twelfth of a one-item request's. A connection used a moment ago was alive a moment
+    ago; one that broke since fails its first statement instead, which invalidates the whole
+    pool (every connection older than the failure is replaced) and is a transient error the
+    callers try again (`with_retries`, the tier tasks' retries).
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _used(_dbapi_connection: Any, record: Any) -> None:
+        record.info["checked_in_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        checked_in_at = record.info.get("checked_in_at")
+        if checked_in_at is None or time.monotonic() - checked_in_at < idle_s:
+            return  # new (it just connected), or used a moment ago
+        try:
+            with dbapi_connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        except Exception as exc:  # the driver's own error: the connection is gone
+            # The pool drops this connection and checks out another (a few tries).
+            raise DisconnectionError(str(exc)) from exc
 
 
 @lru_cache
