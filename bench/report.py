@@ -81,6 +81,9 @@ SPECS: dict[str, dict[str, Spec]] = {
             ["--layout", "postgres", "--duration", "120"], ["--layout", "postgres"], PG
         ),
     },
+    "bench_checkpoint": {
+        "": Spec(["--n", "1000", "--rounds", "2"], ["--n", "3000", "--rounds", "4"])
+    },
     "bench_metrics": {"": Spec()},  # its defaults: 10 pairs of 256-molecule rounds, ~30 s
     "bench_chem": {"": Spec(["--n", "200", "--n-sim", "60", "--n-dft", "1"], [])},
     "bench_cascade": {"": Spec(["--n", "400"], [])},

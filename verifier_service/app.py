@@ -15,7 +15,8 @@ from fastapi.concurrency import run_in_threadpool
 from tiers.registry import warm_up
 from verifier_service import __version__
 from verifier_service.auth.deps import app_routes
-from verifier_service.core.db import get_engine
+from verifier_service.core.checkpoint import WalCheckpointer
+from verifier_service.core.db import get_engine, sqlite_path
 from verifier_service.core.gc_tuning import tune_gc
 from verifier_service.core.handlers import install_error_handlers
 from verifier_service.core.logging import configure_logging
@@ -32,7 +33,7 @@ from verifier_service.core.notify import JobWaiter
 from verifier_service.metrics import propagation, tracing
 from verifier_service.metrics import registry as metrics_registry
 from verifier_service.metrics.http import HttpMetrics, RouteTemplates
-from verifier_service.settings import configure_tiers, get_settings
+from verifier_service.settings import Settings, configure_tiers, get_settings
 
 log = structlog.get_logger(__name__)
 
@@ -54,6 +55,16 @@ async def _sweep(every_s: float, grace_s: float) -> None:
             log.exception("recovery sweep failed")
 
 
+def _wal_checkpointer(settings: Settings) -> WalCheckpointer | None:
+    """On SQLite, the log's checkpoint in a thread of its own, started (see core.checkpoint)."""
+    path = sqlite_path(settings.database_url)
+    if path is None or settings.database.sqlite_checkpoint_s <= 0:
+        return None
+    checkpointer = WalCheckpointer(path, settings.database.sqlite_checkpoint_s)
+    checkpointer.start()
+    return checkpointer
+
+
 def create_app(*, check_migrations: bool = True) -> FastAPI:
     settings = get_settings()
     configure_tiers(settings)
@@ -72,6 +83,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
         tune_gc(settings.gc_young_threshold)
         app.state.waiter = JobWaiter(settings.broker_url)
         await app.state.waiter.start()
+        checkpointer = _wal_checkpointer(settings)
         sweeper = None
         if settings.api.outbox_sweep_s > 0:
             sweeper = asyncio.create_task(
@@ -83,6 +95,8 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
         await app.state.waiter.stop()
+        if checkpointer is not None:
+            await asyncio.to_thread(checkpointer.stop)
 
     app = FastAPI(
         title="verifier-service",

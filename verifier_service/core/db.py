@@ -28,6 +28,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, Opera
 from sqlalchemy.orm import DeclarativeBase, Session, make_transient_to_detached, sessionmaker
 
 from verifier_service.core import jsoncodec
+from verifier_service.core.checkpoint import AUTOCHECKPOINT_PAGES
 from verifier_service.settings import get_settings
 
 log = structlog.get_logger(__name__)
@@ -183,7 +184,7 @@ def _parents_first(rows: list[Any], refs: Sequence[tuple[str, str]]) -> list[Any
     return placed
 
 
-def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int, autocheckpoint_pages: int) -> None:
     # Several processes (API, workers) share one SQLite file: WAL lets readers run beside the
     # writer, and BEGIN IMMEDIATE takes the write lock up front so a transaction never fails
     # half-way with "database is locked" after reading a stale snapshot.
@@ -195,6 +196,9 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
+        # With the API's background checkpoint (core.checkpoint), commits checkpoint only
+        # past a much longer log than SQLite's 1,000 pages.
+        cursor.execute(f"PRAGMA wal_autocheckpoint={int(autocheckpoint_pages)}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -202,17 +206,31 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+#: SQLite's own default: a commit that takes the log past this many pages checkpoints it.
+SQLITE_DEFAULT_AUTOCHECKPOINT = 1000
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file of a SQLite URL; None for another database or an in-memory one."""
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("///", 1)[-1]
+    return path if path and path != ":memory:" else None
+
+
 def make_engine(url: str, *, echo: bool = False) -> Engine:
     settings = get_settings()
     if url.startswith("sqlite"):
-        path = url.split("///", 1)[-1]
-        if path and path != ":memory:":
+        path = sqlite_path(url)
+        if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
             url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30},
             json_serializer=jsoncodec.dumps, json_deserializer=jsoncodec.loads,
         )  # fmt: skip
-        _configure_sqlite(engine, settings.database.sqlite_busy_timeout_ms)
+        background = settings.database.sqlite_checkpoint_s > 0
+        pages = AUTOCHECKPOINT_PAGES if background else SQLITE_DEFAULT_AUTOCHECKPOINT
+        _configure_sqlite(engine, settings.database.sqlite_busy_timeout_ms, pages)
         return engine
     idle_ms = int(settings.database.idle_in_transaction_timeout_s * 1000)
     # Last in, first out: under load the same few connections stay warm and skip the ping;
