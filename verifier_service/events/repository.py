@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from verifier_service.core.db import built_once, insert_into, row_values, utcnow
+from verifier_service.core.db import built_once, pipelined, row_values, utcnow
 from verifier_service.events.models import JobCallback, JobEvent, WebhookAttempt, WebhookDelivery
 
 #: The jobs table, as far as events read it (its ORM model belongs to the ladder, above us).
@@ -45,8 +45,6 @@ def append(session: Session, events: Sequence[JobEvent], *, with_ids: bool = Tru
     """
     if not events:
         return
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _APPEND_LOCK})
     # One statement for all of them (a batch's hundreds of item events), ids back in order;
     # the rows stay plain objects that carry their ids (nothing reads them through the ORM).
     events_table = JobEvent.__table__
@@ -56,12 +54,32 @@ def append(session: Session, events: Sequence[JobEvent], *, with_ids: bool = Tru
     for row in rows:
         if row["created_at"] is None:
             row["created_at"] = utcnow()
-    if not with_ids:
-        session.execute(insert_into(events_table), rows)
+    # Pending changes first (as the lock's own statement would autoflush them): the lock is
+    # held from here to the commit, no longer.
+    session.flush()
+    if not with_ids:  # the lock and the INSERT go together: one round trip
+        with pipelined(session):
+            _lock(session)
+            session.execute(_insert_without_ids(), rows)
         return
+    _lock(session)
     ids = session.execute(_insert_returning_ids(), rows).scalars().all()
     for event, event_id in zip(events, ids, strict=True):
         event.id = event_id
+
+
+def _lock(session: Session) -> None:
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _APPEND_LOCK})
+
+
+@built_once
+def _insert_without_ids() -> Insert:
+    # inline: no RETURNING of the new id even for one row (SQLAlchemy adds one to a single
+    # row's INSERT), so that nothing waits for a result inside `pipelined`
+    events_table = JobEvent.__table__
+    assert isinstance(events_table, Table)
+    return insert(events_table).inline()
 
 
 @built_once

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from tiers.base import Candidate, Verdict, VerdictStatus
 from tiers.registry import get_tier
-from verifier_service.core.db import utcnow, write_new
+from verifier_service.core.db import insert_plain_new, pipelined, utcnow
 from verifier_service.events import service as events
 from verifier_service.ladder import repository
 from verifier_service.ladder.budgets import BudgetBook
@@ -87,6 +87,10 @@ class LadderPass:
         # table by `_write` instead of one ORM object each.
         self._new_verdicts: list[VerdictRecord] = []
         self._new_charges: list[CostLedgerEntry] = []
+        # Verdicts for the cache, and times for stored ledger rows, from `store`: also written
+        # by `_write`, with the rows above.
+        self._new_cache: dict[str, Verdict] = {}
+        self._charge_updates: list[tuple[int, list[repository.ChargeTimes], list[str]]] = []
 
     # ------------------------------------------------------------------ entry points
 
@@ -118,15 +122,32 @@ class LadderPass:
     def _write(self) -> None:
         """Write the rows this pass made so far, its new items (and job) first: the rows, and
         the events and outbox rows written after the pass, refer to them."""
-        write_new(self.session, (Job, Item))
+        session = self.session
         verdicts, self._new_verdicts = self._new_verdicts, []
         charges, self._new_charges = self._new_charges, []
-        # Rows of other tables, whose items are stored (above, or before this pass): the
+        cache, self._new_cache = self._new_cache, {}
+        updates, self._charge_updates = self._charge_updates, []
+
+        def rows_of_other_tables() -> None:
+            repository.put_cache(session, cache)
+            repository.insert_verdicts(session, verdicts)
+            repository.insert_charges(session, charges)
+            for step, timed, riders in updates:
+                repository.update_charges(session, step, timed, riders)
+
+        # Rows of other tables, whose items are stored (here, or before this pass): the
         # items' own changes need not be flushed first, and are written once, at commit,
-        # instead of once here and once more for whatever the pass changes after.
-        with self.session.no_autoflush:
-            repository.insert_verdicts(self.session, verdicts)
-            repository.insert_charges(self.session, charges)
+        # instead of once here and once more for whatever the pass changes after. The
+        # statements go together: one round trip on PostgreSQL.
+        with session.no_autoflush:
+            with pipelined(session):
+                written = not session.new or insert_plain_new(session, (Job, Item))
+                if written:
+                    rows_of_other_tables()
+            if session.new:  # other new rows (a callback), or items the INSERT could not take
+                session.flush()
+            if not written:
+                rows_of_other_tables()
 
     def new_items(self, items: Iterable[Item]) -> None:
         """Items this transaction just created: known to have no verdicts, nothing to query."""
@@ -173,13 +194,10 @@ class LadderPass:
         duplicate that rode on another item's call, costs nothing: a row this pass made (the
         inline lane) before it is written, a stored one (a tier task) with one UPDATE per kind
         of change."""
-        repository.put_cache(
-            self.session,
-            {
-                key: verdict
-                for key, verdict in verdicts.items()
-                if verdict.status in (VerdictStatus.passed, VerdictStatus.failed)
-            },
+        self._new_cache.update(
+            (key, verdict)
+            for key, verdict in verdicts.items()
+            if verdict.status in (VerdictStatus.passed, VerdictStatus.failed)
         )
         self._load_verdicts(items)  # one query, not one per item in record()
         first_for_key: set[str] = set()
@@ -208,8 +226,7 @@ class LadderPass:
                 else:
                     entry.cpu_s, entry.wall_s = cost.cpu_s, cost.wall_s
             self.record(item, run.step, verdict, item_key)
-        with self.session.no_autoflush:  # as in `_write`: the items' moves are written once
-            repository.update_charges(self.session, run.step, timed, riders)
+        self._charge_updates.append((run.step, timed, riders))  # written by `_write`
 
     def verdicts_of(self, item_id: str) -> list[VerdictRecord]:
         """The verdicts this pass knows of an item (all of them, for items it created)."""
