@@ -16,16 +16,24 @@ from sqlalchemy.exc import OperationalError
 from verifier_service.core.db import is_transient, make_engine, with_retries
 from verifier_service.settings import get_settings
 
+IDLE_S = 0.3
+
 
 @pytest.fixture
-def engine_idle_after(
+def broken_pooled_connection(
     monkeypatch: pytest.MonkeyPatch, own_pg_url: str
-) -> Iterator[tuple[Engine, float]]:
-    idle_s = 0.3
-    monkeypatch.setenv("VERIFIER_DATABASE__PING_AFTER_IDLE_S", str(idle_s))
+) -> Iterator[tuple[Engine, int]]:
+    """An engine pinging after IDLE_S, whose one pooled connection was just used and then
+    closed on the server's side; and that connection's backend pid."""
+    monkeypatch.setenv("VERIFIER_DATABASE__PING_AFTER_IDLE_S", str(IDLE_S))
     get_settings.cache_clear()
     engine = make_engine(own_pg_url)
-    yield engine, idle_s
+    old = _backend_pid(engine)
+    plain = own_pg_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (old,))
+    time.sleep(0.05)  # the backend is gone before the test goes on
+    yield engine, old
     engine.dispose()
     get_settings.cache_clear()
 
@@ -35,30 +43,19 @@ def _backend_pid(engine: Engine) -> int:
         return int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
 
 
-def _terminate(url: str, pid: int) -> None:
-    plain = url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    time.sleep(0.05)  # the backend is gone before the test goes on
-
-
 def test_a_connection_idle_longer_than_the_limit_is_replaced_before_use(
-    engine_idle_after: tuple[Engine, float], own_pg_url: str
+    broken_pooled_connection: tuple[Engine, int],
 ) -> None:
-    engine, idle_s = engine_idle_after
-    old = _backend_pid(engine)
-    _terminate(own_pg_url, old)
-    time.sleep(idle_s + 0.1)
+    engine, old = broken_pooled_connection
+    time.sleep(IDLE_S + 0.1)
     # The ping finds it dead and the pool connects again: the transaction never sees it.
     assert _backend_pid(engine) != old
 
 
 def test_a_connection_used_a_moment_ago_fails_once_and_the_retry_gets_a_new_one(
-    engine_idle_after: tuple[Engine, float], own_pg_url: str
+    broken_pooled_connection: tuple[Engine, int],
 ) -> None:
-    engine, _ = engine_idle_after
-    old = _backend_pid(engine)
-    _terminate(own_pg_url, old)
+    engine, old = broken_pooled_connection
     with pytest.raises(OperationalError) as failed:  # not pinged: it was used just now
         _backend_pid(engine)
     assert is_transient(failed.value)
