@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from tiers.base import Candidate, Verdict, VerdictStatus
 from tiers.registry import get_tier
-from verifier_service.core.db import insert_plain_new, pipelined, utcnow
+from verifier_service.core.db import utcnow
 from verifier_service.events import service as events
 from verifier_service.ladder import repository
 from verifier_service.ladder.budgets import BudgetBook
@@ -37,6 +37,7 @@ from verifier_service.ladder.states import (
     move,
     sent_now,
 )
+from verifier_service.ladder.writes import PendingWrites
 from verifier_service.metrics import record as observe
 from verifier_service.policies.gates import GateEvaluationError
 from verifier_service.policies.schemas import PolicyDocument
@@ -83,14 +84,9 @@ class LadderPass:
         self._deferred: dict[tuple[str, str, int], list[Item]] = defaultdict(list)
         # While set: trajectories whose steps were revised, recomposed once at the end.
         self._held_parents: set[str] | None = None
-        # Rows made by this pass (verdicts, ledger rows), written with one statement per
-        # table by `_write` instead of one ORM object each.
-        self._new_verdicts: list[VerdictRecord] = []
-        self._new_charges: list[CostLedgerEntry] = []
-        # Verdicts for the cache, and times for stored ledger rows, from `store`: also written
-        # by `_write`, with the rows above.
-        self._new_cache: dict[str, Verdict] = {}
-        self._charge_updates: list[tuple[int, list[repository.ChargeTimes], list[str]]] = []
+        # Rows made by this pass (verdicts, ledger rows, cache entries, tier times), written
+        # together by `_write`.
+        self._writes = PendingWrites()
 
     # ------------------------------------------------------------------ entry points
 
@@ -120,34 +116,8 @@ class LadderPass:
         self._dispatch.clear()
 
     def _write(self) -> None:
-        """Write the rows this pass made so far, its new items (and job) first: the rows, and
-        the events and outbox rows written after the pass, refer to them."""
-        session = self.session
-        verdicts, self._new_verdicts = self._new_verdicts, []
-        charges, self._new_charges = self._new_charges, []
-        cache, self._new_cache = self._new_cache, {}
-        updates, self._charge_updates = self._charge_updates, []
-
-        def rows_of_other_tables() -> None:
-            repository.put_cache(session, cache)
-            repository.insert_verdicts(session, verdicts)
-            repository.insert_charges(session, charges)
-            for step, timed, riders in updates:
-                repository.update_charges(session, step, timed, riders)
-
-        # Rows of other tables, whose items are stored (here, or before this pass): the
-        # items' own changes need not be flushed first, and are written once, at commit,
-        # instead of once here and once more for whatever the pass changes after. The
-        # statements go together: one round trip on PostgreSQL.
-        with session.no_autoflush:
-            with pipelined(session):
-                written = not session.new or insert_plain_new(session, (Job, Item))
-                if written:
-                    rows_of_other_tables()
-            if session.new:  # other new rows (a callback), or items the INSERT could not take
-                session.flush()
-            if not written:
-                rows_of_other_tables()
+        """Write the rows this pass made so far (see `PendingWrites.write`)."""
+        self._writes.write(self.session)
 
     def new_items(self, items: Iterable[Item]) -> None:
         """Items this transaction just created: known to have no verdicts, nothing to query."""
@@ -194,7 +164,7 @@ class LadderPass:
         duplicate that rode on another item's call, costs nothing: a row this pass made (the
         inline lane) before it is written, a stored one (a tier task) with one UPDATE per kind
         of change."""
-        self._new_cache.update(
+        self._writes.cache.update(
             (key, verdict)
             for key, verdict in verdicts.items()
             if verdict.status in (VerdictStatus.passed, VerdictStatus.failed)
@@ -226,7 +196,7 @@ class LadderPass:
                 else:
                     entry.cpu_s, entry.wall_s = cost.cpu_s, cost.wall_s
             self.record(item, run.step, verdict, item_key)
-        self._charge_updates.append((run.step, timed, riders))  # written by `_write`
+        self._writes.charge_updates.append((run.step, timed, riders))  # written by `_write`
 
     def verdicts_of(self, item_id: str) -> list[VerdictRecord]:
         """The verdicts this pass knows of an item (all of them, for items it created)."""
@@ -306,7 +276,7 @@ class LadderPass:
         """Store a tier's verdict for an item that was running (or answered by the cache)."""
         record = repository.new_verdict(item.id, step, verdict, key)
         self._records(item).append(record)
-        self._new_verdicts.append(record)
+        self._writes.verdicts.append(record)
         observe.verdict(self.session, verdict)
         move(item, ItemState.climbing, step=step + 1)
 
@@ -461,7 +431,7 @@ class LadderPass:
             cached=cached,
             audit=audit,
         )
-        self._new_charges.append(entry)
+        self._writes.charges.append(entry)
         self.budgets.charged(tier, units)
 
     # ------------------------------------------------------------------ rewards
