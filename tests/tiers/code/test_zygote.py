@@ -235,6 +235,13 @@ KILL_FORKED = (
     "    time.sleep(0.05)\n"
     "pid = found[0][1] if wanted == 1 else found[-1][1]\n"
     "os.kill(pid, 9)\n"
+    # Dead (a zombie, or reaped) before the pool hands the container out: SIGKILL lands
+    # later than kill() returns, by more on a loaded machine.
+    "while time.monotonic() < deadline + 5:\n"
+    "    state = read(str(pid), 'stat').rsplit(b')', 1)[-1].split()[:1]\n"
+    "    if state in ([], [b'Z'], [b'X']):\n"
+    "        break\n"
+    "    time.sleep(0.01)\n"
     "print(pid)\n"
 )
 
