@@ -228,13 +228,18 @@ KILL_FORKED = (
     "def started(p):\n"  # clock ticks after boot; None once the process is gone
     "    fields = read(p, 'stat').rsplit(b')', 1)[-1].split()\n"
     "    return int(fields[19]) if len(fields) > 19 else None\n"
-    "found = []\n"
-    "while len(found) < wanted and time.monotonic() < deadline:\n"
+    "pid = None\n"
+    "while pid is None and time.monotonic() < deadline:\n"
     "    marked = [p for p in os.listdir('/proc') if p.isdigit() and mark in read(p, 'cmdline')]\n"
     "    found = sorted((started(p), int(p)) for p in marked if started(p) is not None)\n"
-    "    time.sleep(0.05)\n"
-    "pid = found[0][1] if wanted == 1 else found[-1][1]\n"
-    "os.kill(pid, 9)\n"
+    "    if len(found) >= wanted:\n"
+    "        pid = found[0][1] if wanted == 1 else found[-1][1]\n"
+    "        try:\n"
+    "            os.kill(pid, 9)\n"
+    "        except ProcessLookupError:\n"  # it ended between the listing and the kill: again
+    "            pid = None\n"
+    "    if pid is None:\n"
+    "        time.sleep(0.05)\n"
     # Dead (a zombie, or reaped) before the pool hands the container out: SIGKILL lands
     # later than kill() returns, by more on a loaded machine.
     "while time.monotonic() < deadline + 5:\n"
