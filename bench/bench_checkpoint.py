@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_load import percentile
+
 REPO = Path(__file__).resolve().parents[1]
 #: The setting in each mode: the default, and commits checkpointing as SQLite does.
 MODES = {"background": "0.2", "commits": "0"}
@@ -92,11 +94,9 @@ def run_child(mode: str, n: int) -> dict[str, Any]:
 
 
 def summary(xs: list[float]) -> str:
-    ordered = sorted(xs)
-    p99 = ordered[int(0.99 * (len(ordered) - 1))]
     return (
-        f"median {statistics.median(ordered):6.3f}  mean {statistics.mean(ordered):6.3f}  "
-        f"p99 {p99:7.3f}  max {ordered[-1]:7.3f} ms"
+        f"median {statistics.median(xs):6.3f}  mean {statistics.mean(xs):6.3f}  "
+        f"p99 {percentile(xs, 0.99):7.3f}  max {max(xs):7.3f} ms"
     )
 
 
@@ -131,7 +131,7 @@ def main() -> None:
         results[mode] = (
             {key: round(statistics.median(figures[key]), 3) for key in ("commit_ms", "submit_ms")}
             | {
-                f"{key}_p99": round(sorted(figures[key])[int(0.99 * (len(figures[key]) - 1))], 3)
+                f"{key}_p99": round(percentile(figures[key], 0.99), 3)
                 for key in ("commit_ms", "submit_ms")
             }
             | {

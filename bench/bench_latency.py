@@ -1,9 +1,9 @@
 """Sync single-molecule reward latency on the embedded default, next to bare RDKit.
 
 Starts `verifier-service dev` (SQLite + embedded Redis) in a temp dir, warms it up, then posts
-one molecule per request with wait_s and reports the median and p95 latency. Each request uses a
-different molecule so every one runs the full ladder (no verdict cache hit); a second run with a
-repeated molecule shows the cache path. The bare RDKit time is parse + sanitize + the same
+one molecule per request with wait_s and reports the median, p95 and p99 latency. Each request
+uses a different molecule so every one runs the full ladder (no verdict cache hit); a second run
+with a repeated molecule shows the cache path. The bare RDKit time is parse + sanitize + the same
 properties for the same molecules in this process.
 
     .venv/bin/python bench/bench_latency.py [--n 200] [--api-key] [--layout postgres]
@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from bench_load import percentile
 from rdkit import Chem, RDConfig
 from rdkit.Chem import QED, Crippen, Descriptors, rdMolDescriptors
 
@@ -82,11 +83,6 @@ def bare_rdkit_ms(smiles: list[str]) -> float:
             QED.qed(mol)
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1000
-
-
-def percentile(xs: list[float], q: float) -> float:
-    """The q-quantile of xs (nearest rank below)."""
-    return sorted(xs)[int(q * (len(xs) - 1))]
 
 
 def tier_in_request_ms(response: httpx.Response) -> float:

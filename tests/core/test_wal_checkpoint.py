@@ -17,7 +17,7 @@ from sqlalchemy import Engine, text
 
 from verifier_service.app import _wal_checkpointer
 from verifier_service.core.checkpoint import WalCheckpointer
-from verifier_service.core.db import make_engine
+from verifier_service.core.db import make_engine, sqlite_path
 from verifier_service.settings import get_settings
 
 PAGE = 4096
@@ -91,7 +91,7 @@ def test_the_api_checkpoints_sqlite_only(settings_env: pytest.MonkeyPatch) -> No
     checkpointer = _wal_checkpointer(get_settings())  # the data dir's SQLite file
     assert checkpointer is not None
     try:
-        assert checkpointer.path == str(Path(get_settings().database_url.split("///")[1]))
+        assert checkpointer.path == sqlite_path(get_settings().database_url)
     finally:
         checkpointer.stop()
     settings_env.setenv("VERIFIER_DATABASE__URL", "postgresql+psycopg://u@127.0.0.1:1/none")

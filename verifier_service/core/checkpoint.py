@@ -59,8 +59,8 @@ class WalCheckpointer:
         if self._thread is not None:
             self._thread.join(timeout=30)
 
-    def checkpoint(self, connection: sqlite3.Connection) -> tuple[int, int]:
-        """One round: pages in the log, and how many of them are now in the database.
+    def checkpoint(self, connection: sqlite3.Connection) -> None:
+        """One round.
 
         A PASSIVE checkpoint copies what it can while writers go on; but the log starts over
         only once a checkpoint has copied all of it, which a steady writer can put off for
@@ -68,10 +68,9 @@ class WalCheckpointer:
         log is long, a RESTART checkpoint follows: it holds writers back while it copies the
         few pages written since the PASSIVE one, and the next commit starts the log over.
         """
-        _, in_log, copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        _, in_log, _ = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         if in_log >= RESTART_PAGES:
-            _, in_log, copied = connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
-        return int(in_log), int(copied)
+            connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
 
     def _run(self) -> None:
         connection = sqlite3.connect(self.path, timeout=RESTART_WAIT_S, isolation_level=None)
