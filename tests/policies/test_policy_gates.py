@@ -60,6 +60,52 @@ def test_require_pass() -> None:
     assert gate.evaluate_bool(_ctx(FAST_BAD)) is False
 
 
+def test_a_status_gate_gives_each_item_its_own_answer_though_it_is_remembered() -> None:
+    # Expressions that read only statuses remember their value per status read; the answers
+    # must still follow each item's own verdicts, in any order, and a missing tier still fails.
+    gate = compile_expr(
+        "'chem.surrogate' in verdicts || verdicts['chem.fast'].status == 'passed'", expect="bool"
+    )
+    assert gate.discrete == (("chem.fast", "status"), ("chem.surrogate", ""))
+    surrogate = _verdict("chem.surrogate", score=0.5)
+    for _ in range(3):
+        assert gate.evaluate_bool(_ctx(FAST_BAD)) is False
+        assert gate.evaluate_bool(_ctx(FAST_OK)) is True
+        assert gate.evaluate_bool(_ctx(FAST_BAD, surrogate)) is True
+        with pytest.raises(GateEvaluationError, match=r"chem\.fast"):
+            gate.evaluate_bool(_ctx(surrogate.model_copy(update={"tier": "other"})))
+    has_score = compile_expr("verdicts['chem.surrogate'].has_score", expect="bool")
+    assert has_score.evaluate_bool(_ctx(surrogate)) is True
+    no_score = _verdict("chem.surrogate", score=float("nan"))
+    assert has_score.evaluate_bool(_ctx(no_score)) is False
+
+
+def test_a_status_gate_builds_a_cel_environment_once_per_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: list[object] = []
+    real = GateContext.cel_env
+
+    def counted(self: GateContext, *args: object, **kwargs: object) -> object:
+        built.append(self)
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(GateContext, "cel_env", counted)
+    gate = compile_expr("verdicts['schema'].status != 'failed'", expect="bool")
+    for i in range(50):
+        status = ("passed", "failed")[i % 2]
+        assert gate.evaluate_bool(_ctx(_verdict("schema", status, score=i / 50))) is (i % 2 == 0)
+    assert len(built) == 2
+    # A score, a component or another variable may differ for every item: not remembered.
+    for expr in (
+        "verdicts['schema'].score > 0.5",
+        "verdicts['schema'].components.x > 0.5",
+        "verdicts['schema'].status == 'passed' && audit < 0.5",
+        "verdicts.exists(t, verdicts[t].status == 'failed')",
+    ):
+        assert compile_expr(expr, expect="bool").discrete is None
+
+
 def test_threshold_on_a_component() -> None:
     gate = compile_expr("verdicts['chem.fast'].components.qed > 0.6", expect="bool")
     assert gate.evaluate_bool(_ctx(FAST_OK)) is True

@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from verifier_service.core.db import built_once, pipelined, row_values, utcnow
+from verifier_service.core.db import built_once, insert_rows, pipelined, row_values, utcnow
 from verifier_service.events.models import JobCallback, JobEvent, WebhookAttempt, WebhookDelivery
 
 #: The jobs table, as far as events read it (its ORM model belongs to the ladder, above us).
@@ -60,7 +60,7 @@ def append(session: Session, events: Sequence[JobEvent], *, with_ids: bool = Tru
     if not with_ids:  # the lock and the INSERT go together: one round trip
         with pipelined(session):
             _lock(session)
-            session.execute(_insert_without_ids(), rows)
+            insert_rows(session, events_table, rows, columns)
         return
     _lock(session)
     ids = session.execute(_insert_returning_ids(), rows).scalars().all()
@@ -71,15 +71,6 @@ def append(session: Session, events: Sequence[JobEvent], *, with_ids: bool = Tru
 def _lock(session: Session) -> None:
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _APPEND_LOCK})
-
-
-@built_once
-def _insert_without_ids() -> Insert:
-    # inline: no RETURNING of the new id even for one row (SQLAlchemy adds one to a single
-    # row's INSERT), so that nothing waits for a result inside `pipelined`
-    events_table = JobEvent.__table__
-    assert isinstance(events_table, Table)
-    return insert(events_table).inline()
 
 
 @built_once

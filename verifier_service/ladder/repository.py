@@ -6,7 +6,6 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -30,7 +29,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from tiers.base import Verdict
-from verifier_service.core.db import built_once, insert_into, plain_row, row_values, utcnow
+from verifier_service.core.db import built_once, insert_rows, plain_row, utcnow
 from verifier_service.core.ids import new_id
 from verifier_service.ladder.models import (
     CostLedgerEntry,
@@ -225,24 +224,13 @@ def new_verdict(item_id: str, step: int, verdict: Verdict, cache_key: str | None
 
 def insert_verdicts(session: Session, records: Sequence[VerdictRecord]) -> None:
     """Write verdict rows made by `new_verdict` (one statement; their items are stored)."""
-    if records:
-        rows = [_row(VerdictRecord, r) for r in records]
-        session.execute(insert_into(_table(VerdictRecord)), rows)
+    insert_rows(session, _table(VerdictRecord), [r.__dict__ for r in records])
 
 
 def _table(model: type[Any]) -> Table:
     table = model.__table__
     assert isinstance(table, Table)
     return table
-
-
-def _row(model: type[Any], obj: Any) -> dict[str, Any]:
-    return row_values(obj, _columns(_table(model)))
-
-
-@cache
-def _columns(table: Table) -> list[str]:
-    return table.columns.keys()
 
 
 #: Rows already converted (or made from a verdict): reward composition and gates read each
@@ -323,10 +311,7 @@ def new_charge(**fields: Any) -> CostLedgerEntry:
 
 
 def insert_charges(session: Session, entries: Sequence[CostLedgerEntry]) -> None:
-    if entries:
-        session.execute(
-            insert_into(_table(CostLedgerEntry)), [_row(CostLedgerEntry, e) for e in entries]
-        )
+    insert_rows(session, _table(CostLedgerEntry), [e.__dict__ for e in entries])
 
 
 @dataclass(frozen=True)

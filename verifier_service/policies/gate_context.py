@@ -42,6 +42,16 @@ class VerdictView:
             components=verdict.components,
         )
 
+    def discrete(self, name: str) -> str | bool:
+        """The value of one of the fields `discrete_values` reads, as `to_cel` gives it."""
+        if name == "status":
+            return self.status
+        if name == "has_score":
+            return _finite(self.score) is not None
+        if name == "has_uncertainty":
+            return _finite(self.uncertainty) is not None
+        raise KeyError(name)
+
     def to_cel(self, components: bool = True) -> dict[str, Any]:
         """The verdict as a CEL map; without `components` when the expression reads none."""
         score = _finite(self.score)
@@ -156,6 +166,18 @@ class GateContext:
         if name == "group":
             return {"size": int(self.group.size), "rank": int(self.group.rank)}
         raise KeyError(name)
+
+    def discrete_values(self, reads: tuple[tuple[str, str], ...]) -> tuple[Any, ...]:
+        """The values of (tier, field) pairs (see `gates.discrete_reads`): the field's value, or
+        for field "" whether the tier has a verdict; None for a field of a tier without one."""
+        values: list[Any] = []
+        for tier, name in reads:
+            view = self.verdicts.get(tier)
+            if name == "":
+                values.append(view is not None)
+            else:
+                values.append(None if view is None else view.discrete(name))
+        return tuple(values)
 
     def cel_env(
         self,
