@@ -5,31 +5,17 @@ the IntegrityError the submit path handles."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, Table, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from verifier_service.core.db import Base, insert_rows, make_engine, plain_row, utcnow
+from verifier_service.core.db import Base, insert_rows, plain_row, utcnow
 from verifier_service.core.ids import new_id
 from verifier_service.events.models import JobEvent
 from verifier_service.ladder.models import Item, Job, VerdictRecord
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/rows.db"
-    else:
-        url = str(request.getfixturevalue("own_pg_url"))
-    engine = make_engine(url)
-    Base.metadata.create_all(engine)
-    yield engine
-    engine.dispose()
 
 
 def _table(model: type[Base]) -> Table:
