@@ -104,3 +104,18 @@ def test_a_row_that_breaks_a_constraint_raises_integrity_error(engine: Engine) -
         session.rollback()
     with Session(engine) as session:  # the failed transaction left nothing
         assert session.scalars(select(Item)).all() == []
+
+
+def test_rows_sharing_a_timestamp_and_rows_not_read_back_each_their_own(engine: Engine) -> None:
+    # A pass's rows share one datetime object, which is formatted once: the next value, or the
+    # same one after another, must not come back as the one before it.
+    job = _job()
+    first, second = utcnow(), utcnow() + timedelta(seconds=1)
+    times = [first, first, second, first, None, None, second, second]
+    items = [_item(job.id, i, finished_at=at) for i, at in enumerate(times)]
+    with Session(engine) as session, session.begin():
+        insert_rows(session, _table(Job), [job.__dict__])
+        insert_rows(session, _table(Item), [i.__dict__ for i in items])
+    with Session(engine) as session:
+        stored = session.scalars(select(Item).order_by(Item.index)).all()
+        assert [i.finished_at for i in stored] == times

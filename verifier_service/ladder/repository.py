@@ -197,8 +197,15 @@ def add_verdict(
     return record
 
 
-def new_verdict(item_id: str, step: int, verdict: Verdict, cache_key: str | None) -> VerdictRecord:
-    """A verdict row, not yet in the session: `insert_verdicts` writes many in one statement."""
+def new_verdict(
+    item_id: str,
+    step: int,
+    verdict: Verdict,
+    cache_key: str | None,
+    at: datetime | None = None,
+) -> VerdictRecord:
+    """A verdict row, not yet in the session: `insert_verdicts` writes many in one statement.
+    `at`: its time (a ladder pass gives its own to all the rows it makes), else now."""
     record = plain_row(
         VerdictRecord,
         id=new_id(),
@@ -216,7 +223,7 @@ def new_verdict(item_id: str, step: int, verdict: Verdict, cache_key: str | None
         wall_s=verdict.cost.wall_s,
         cached=verdict.cached,
         cache_key=cache_key,
-        created_at=utcnow(),
+        created_at=at or utcnow(),
     )
     _as_verdict[record] = verdict
     return record

@@ -274,7 +274,7 @@ class LadderPass:
 
     def record(self, item: Item, step: int, verdict: Verdict, key: str | None) -> None:
         """Store a tier's verdict for an item that was running (or answered by the cache)."""
-        record = repository.new_verdict(item.id, step, verdict, key)
+        record = repository.new_verdict(item.id, step, verdict, key, self.now)
         self._records(item).append(record)
         self._writes.verdicts.append(record)
         observe.verdict(self.session, verdict)
@@ -430,6 +430,7 @@ class LadderPass:
             cost_units=units,
             cached=cached,
             audit=audit,
+            created_at=self.now,
         )
         self._writes.charges.append(entry)
         self.budgets.charged(tier, units)
