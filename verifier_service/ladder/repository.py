@@ -269,11 +269,17 @@ def _to_verdict(record: VerdictRecord) -> Verdict:
     )
 
 
-def cached_verdicts(session: Session, keys: Iterable[str]) -> dict[str, Verdict]:
+def cached_verdicts(
+    session: Session, keys: Iterable[str], *, as_hits: bool = False
+) -> dict[str, Verdict]:
+    """The cache's verdicts for these keys; `as_hits`: marked `cached`, as an item answered by
+    the cache stores them (made so here, instead of a copy of each)."""
     keys = list(set(keys))
     if not keys:
         return {}
     rows = session.execute(_cached_query(), {"keys": keys})
+    if as_hits:
+        return {key: Verdict.model_validate({**verdict, "cached": True}) for key, verdict in rows}
     return {key: Verdict.model_validate(verdict) for key, verdict in rows}
 
 

@@ -342,14 +342,14 @@ class LadderPass:
         # (Not flushing first: items this transaction made are written once, in their final
         # state, at the end of the pass instead of inserted here and updated at commit.)
         with self.session.no_autoflush:
-            hits = repository.cached_verdicts(self.session, {c.key for c in climbs})
+            hits = repository.cached_verdicts(self.session, {c.key for c in climbs}, as_hits=True)
         answered: list[Item] = []
         for climb in climbs:
             item = climb.item
             hit = hits.get(climb.key)
             if hit is not None:
                 self._charge(item, climb.tier, 0.0, cached=True, audit=climb.audit)
-                self.record(item, item.step, hit.model_copy(update={"cached": True}), climb.key)
+                self.record(item, item.step, hit, climb.key)
                 answered.append(item)
                 continue
             units = get_tier(climb.tier).cost_class
