@@ -102,6 +102,8 @@ def test_a_status_gate_builds_a_cel_environment_once_per_status(
         "verdicts['schema'].components.x > 0.5",
         "verdicts['schema'].status == 'passed' && audit < 0.5",
         "verdicts.exists(t, verdicts[t].status == 'failed')",
+        # one `verdicts` both a key test and a status read; the other a score
+        "verdicts['x'].score > 0.5 || 'a' in verdicts['schema'].status",
     ):
         assert compile_expr(expr, expect="bool").discrete is None
 

@@ -278,9 +278,7 @@ def cached_verdicts(
     if not keys:
         return {}
     rows = session.execute(_cached_query(), {"keys": keys})
-    if as_hits:
-        return {key: Verdict.model_validate({**verdict, "cached": True}) for key, verdict in rows}
-    return {key: Verdict.model_validate(verdict) for key, verdict in rows}
+    return {key: Verdict.model_validate(verdict | {"cached": as_hits}) for key, verdict in rows}
 
 
 @built_once
@@ -319,7 +317,11 @@ def _put_cache(dialect: str) -> Insert:
 
 def new_charge(**fields: Any) -> CostLedgerEntry:
     """A ledger row, not yet in the session: `insert_charges` writes many in one statement."""
-    defaults = {"id": new_id(), "cpu_s": 0.0, "wall_s": 0.0, "created_at": utcnow()}
+    defaults: dict[str, Any] = {"cpu_s": 0.0, "wall_s": 0.0}
+    if "id" not in fields:
+        defaults["id"] = new_id()
+    if "created_at" not in fields:
+        defaults["created_at"] = utcnow()
     return plain_row(CostLedgerEntry, **(defaults | fields))
 
 

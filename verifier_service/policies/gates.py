@@ -111,8 +111,17 @@ def reads_components(expr: str) -> bool:
     scalar fields (``verdicts['x'].status``), so converting components would be wasted."""
     if "components" in expr:
         return True
-    safe = len(_TIER_SCALAR.findall(expr)) + len(_TIER_IN.findall(expr))
-    return safe != len(_VERDICTS_TOKEN.findall(expr))
+    return not _every_use_is(expr, _TIER_SCALAR.finditer(expr))
+
+
+def _every_use_is(expr: str, reads: Iterable[re.Match[str]]) -> bool:
+    """Whether every ``verdicts`` in the expression is the start of one of `reads` (matches
+    that begin with it) or the end of a key test (``'x' in verdicts``). Compared by position:
+    ``'x' in verdicts['y'].status`` is both kinds of use, and must not count twice."""
+    uses = {m.start() for m in _VERDICTS_TOKEN.finditer(expr)}
+    known = {m.start() for m in reads}
+    known |= {m.end() - len("verdicts") for m in _TIER_IN.finditer(expr)}
+    return known == uses
 
 
 def discrete_reads(expr: str) -> tuple[tuple[str, str], ...] | None:
@@ -121,10 +130,10 @@ def discrete_reads(expr: str) -> tuple[tuple[str, str], ...] | None:
     ``has_uncertainty``), (tier, "") for each ``'x' in verdicts``. None when any use of
     ``verdicts`` is something else (a score, components, a comprehension): its value may then
     differ for every item."""
-    reads = {(_literal(m), m.group(3)) for m in _TIER_DISCRETE.finditer(expr)}
+    fields = list(_TIER_DISCRETE.finditer(expr))
+    reads = {(_literal(m), m.group(3)) for m in fields}
     reads |= {(_literal(m), "") for m in _TIER_IN.finditer(expr)}
-    uses = len(_TIER_DISCRETE.findall(expr)) + len(_TIER_IN.findall(expr))
-    if not reads or uses != len(_VERDICTS_TOKEN.findall(expr)):
+    if not reads or not _every_use_is(expr, fields):
         return None
     return tuple(sorted(reads))
 
