@@ -26,6 +26,7 @@ from verifier_service.core.notify import JobWaiter, sync_client
 from verifier_service.core.presence import paused_now
 from verifier_service.jobs import repository, service
 from verifier_service.jobs.schemas import JobOut, RewardRequest
+from verifier_service.jobs.views import JobTree, job_json
 from verifier_service.ladder import dispatch
 from verifier_service.ladder.costs import CostReport, job_cost
 from verifier_service.settings import Settings, get_settings
@@ -52,8 +53,9 @@ def _submit(
     principal: AuthenticatedPrincipal,
     key: str | None,
     inline: bool = False,
-) -> tuple[str, JobOut | None]:
-    """Store and enqueue a request: its job id, and the job itself if it finished already.
+) -> tuple[str, JobTree | None]:
+    """Store and enqueue a request: its job id, and the job itself (`views.job_tree`) if it
+    finished already.
 
     Inline (small waiting requests), the fast tiers' work runs in this transaction: no broker
     round trip, no reload. It holds the write lock for those milliseconds; slower tiers always
@@ -90,12 +92,12 @@ def _submit(
     # A database that drops the connection (a restart) gets two more tries before the caller
     # sees a 503 with Retry-After.
     submission, outgoing = with_retries(attempt, retries=2, first_delay_s=0.25)
-    finished = submission.out() if submission.created and _completed(submission) else None
+    finished = submission.tree() if submission.created and _completed(submission) else None
     if finished is not None:
         # Finished in the transaction that created it: no one can be waiting on a job whose id
         # this response is the first to tell, so no wake-up to publish (a Redis round trip).
-        outgoing.finished_jobs.discard(finished.id)
-        outgoing.event_jobs.discard(finished.id)
+        outgoing.finished_jobs.discard(submission.job.id)
+        outgoing.event_jobs.discard(submission.job.id)
     dispatch.deliver(outgoing)
     return submission.job.id, finished
 
@@ -109,9 +111,9 @@ def _status(job_id: str) -> str | None:
         return service.job_status(session, job_id)
 
 
-def _load(job_id: str) -> JobOut:
+def _load(job_id: str) -> JobTree:
     with transaction() as session:
-        return service.job_out(session, job_id)
+        return service.job_tree_of(session, job_id)
 
 
 async def submit_and_wait(
@@ -126,9 +128,21 @@ async def submit_and_wait(
     Shared by every endpoint that accepts rewards (this API and the framework adapters); charges
     the items to the principal's key's rate limit first.
     """
+    tree = await submitted_tree(request, principal, idempotency_key, waiter, settings)
+    return JobOut.model_validate(tree)
+
+
+async def submitted_tree(
+    request: RewardRequest,
+    principal: AuthenticatedPrincipal,
+    idempotency_key: str | None,
+    waiter: JobWaiter,
+    settings: Settings,
+) -> JobTree:
+    """`submit_and_wait`, the job as a tree of plain values (`views.job_tree`)."""
     limiter = rate_limiter(settings.broker_url)
 
-    def charged_then_submitted() -> tuple[str, JobOut | None]:  # one trip to the thread pool
+    def charged_then_submitted() -> tuple[str, JobTree | None]:  # one trip to the thread pool
         limiter.items(principal, len(request.items))
         return _submit(request, principal, idempotency_key, _runs_inline(request, settings))
 
@@ -136,27 +150,27 @@ async def submit_and_wait(
     if finished is not None:
         return finished
     if request.wait_s:
-        with waiter.watch(job_id) as finished:
+        with waiter.watch(job_id) as done:
             # Subscribed first, then checked: a job finishing in between is not missed.
             if await run_in_threadpool(_status, job_id) != "completed":
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(finished.wait(), timeout=request.wait_s)
+                    await asyncio.wait_for(done.wait(), timeout=request.wait_s)
     return await run_in_threadpool(_load, job_id)
 
 
 @router.post(
     "/v1/rewards",
     status_code=202,
+    response_model=JobOut,
     responses={200: {"model": JobOut, "description": "All rewards ready within wait_s"}},
 )
 async def create_rewards(
     request: RewardRequest,
-    response: Response,
     principal: TrainerPrincipal,
     settings: SettingsDep,
     waiter: WaiterDep,
     idempotency_key: Annotated[str | None, Header(max_length=256, pattern=PRINTABLE)] = None,
-) -> JobOut:
+) -> Response:
     """Score items under a policy: 200 with rewards if ready within wait_s, else 202 and a job."""
     if len(request.items) > settings.api.max_items:
         raise PayloadTooLargeError(
@@ -168,10 +182,13 @@ async def create_rewards(
             f"wait_s={request.wait_s} exceeds the limit of {settings.api.max_wait_s} s",
             hint="wait less, or poll GET /v1/jobs/{id}",
         )
-    job = await submit_and_wait(request, principal, idempotency_key, waiter, settings)
-    response.status_code = 200 if job.status == "completed" else 202
-    response.headers["Location"] = f"/v1/jobs/{job.id}"
-    return job
+    job = await submitted_tree(request, principal, idempotency_key, waiter, settings)
+    return Response(
+        job_json(job),
+        status_code=200 if job["status"] == "completed" else 202,
+        headers={"Location": f"/v1/jobs/{job['id']}"},
+        media_type="application/json",
+    )
 
 
 def _visible(session: SessionDep, job_id: str, principal: AuthenticatedPrincipal) -> None:
@@ -181,11 +198,11 @@ def _visible(session: SessionDep, job_id: str, principal: AuthenticatedPrincipal
         raise NotFoundError(f"no job with id {job_id!r}")
 
 
-@router.get("/v1/jobs/{job_id}")
-def get_job(job_id: str, session: SessionDep, principal: JobViewer) -> JobOut:
+@router.get("/v1/jobs/{job_id}", response_model=JobOut)
+def get_job(job_id: str, session: SessionDep, principal: JobViewer) -> Response:
     """A job's status and whatever rewards and verdicts are ready (trainers: their own jobs)."""
     _visible(session, job_id, principal)
-    return service.job_out(session, job_id)
+    return Response(job_json(service.job_tree_of(session, job_id)), media_type="application/json")
 
 
 @router.get("/v1/jobs/{job_id}/cost")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -22,14 +22,8 @@ from verifier_service.core.notify import sync_client
 from verifier_service.core.presence import live_workers, paused_now
 from verifier_service.events import service as events
 from verifier_service.jobs import repository
-from verifier_service.jobs.schemas import (
-    ItemOut,
-    JobOut,
-    Reward,
-    RewardRequest,
-    StoredVerdict,
-    Trajectory,
-)
+from verifier_service.jobs.schemas import JobOut, RewardRequest, Trajectory
+from verifier_service.jobs.views import JobTree, job_tree
 from verifier_service.ladder.models import Item, Job, VerdictRecord
 from verifier_service.ladder.repository import verdicts_for
 from verifier_service.ladder.results import LadderResult
@@ -51,9 +45,13 @@ class Submission:
     items: list[Item] = field(default_factory=list)
     verdicts: dict[str, list[VerdictRecord]] = field(default_factory=dict)
 
+    def tree(self) -> JobTree:
+        """The job as the API shows it (`views.job_tree`), from what this transaction holds
+        (no reload)."""
+        return job_tree(self.job, self.items, self.verdicts)
+
     def out(self) -> JobOut:
-        """The job as the API shows it, from what this transaction holds (no reload)."""
-        return job_out_of(self.job, self.items, self.verdicts)
+        return JobOut.model_validate(self.tree())
 
 
 def _hash(value: Any) -> str:
@@ -199,13 +197,17 @@ def job_status(session: Session, job_id: str) -> str | None:
 
 def job_out(session: Session, job_id: str) -> JobOut:
     """The job as the API shows it: status, every item's reward and verdicts."""
+    return JobOut.model_validate(job_tree_of(session, job_id))
+
+
+def job_tree_of(session: Session, job_id: str) -> JobTree:
+    """`job_out` as a tree of plain values (`views.job_tree`): what the reward API writes."""
     job = repository.get_job(session, job_id)
     if job is None:
         raise NotFoundError(f"no job with id {job_id!r}")
     items = repository.items_of(session, job_id)
-    out = job_out_of(job, items, verdicts_for(session, [i.id for i in items]))
-    out.warnings = _stalls(session, job, items)
-    return out
+    verdicts = verdicts_for(session, [i.id for i in items])
+    return job_tree(job, items, verdicts, _stalls(session, job, items))
 
 
 def _stalls(session: Session, job: Job, items: Sequence[Item]) -> list[str]:
@@ -234,57 +236,3 @@ def _stalls(session: Session, job: Job, items: Sequence[Item]) -> list[str]:
         f"{get_tier(t).queue!r}: they finish once one starts (or at the job's deadline)"
         for t in sorted(idle)
     ]
-
-
-def job_out_of(
-    job: Job, items: Sequence[Item], verdicts: Mapping[str, Sequence[VerdictRecord]]
-) -> JobOut:
-    """A job, all its items and their verdicts as the API shows them."""
-    children: dict[str, list[Item]] = defaultdict(list)
-    for item in items:
-        if item.parent_id is not None:
-            children[item.parent_id].append(item)
-
-    def out(item: Item) -> ItemOut:
-        return ItemOut(
-            index=item.index,
-            kind=item.kind,
-            state=item.state,
-            reward=Reward.model_validate(item.reward) if item.reward is not None else None,
-            verdicts=[
-                StoredVerdict.model_validate(
-                    {
-                        "id": r.id,
-                        "step": r.step,
-                        "status": r.status,
-                        "score": r.score,
-                        "uncertainty": r.uncertainty,
-                        "components": r.components,
-                        "feedback": r.feedback,
-                        "reason": r.reason,
-                        "cost": {"cpu_s": r.cpu_s, "wall_s": r.wall_s},
-                        "tier": r.tier,
-                        "tier_version": r.tier_version,
-                        "cached": r.cached,
-                    }
-                )
-                for r in verdicts.get(item.id, [])
-            ],
-            steps=[out(c) for c in sorted(children[item.id], key=lambda c: c.index)]
-            if item.kind == "trajectory"
-            else None,
-        )
-
-    top = sorted((i for i in items if i.parent_id is None), key=lambda i: i.index)
-    return JobOut(
-        id=job.id,
-        status="completed" if job.status == "completed" else "running",
-        policy=job.policy_name,
-        policy_version=job.policy_version,
-        created_at=job.created_at,
-        finished_at=job.finished_at,
-        n_items=job.n_items,
-        n_done=job.n_done,
-        request_id=job.request_id,
-        items=[out(i) for i in top],
-    )
