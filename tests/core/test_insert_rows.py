@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from verifier_service.core.db import Base, insert_rows, plain_row, utcnow
 from verifier_service.core.ids import new_id
 from verifier_service.events.models import JobEvent
-from verifier_service.ladder.models import Item, Job, VerdictRecord
+from verifier_service.ladder.models import Item, Job, VerdictCacheEntry, VerdictRecord
 
 
 def _table(model: type[Base]) -> Table:
@@ -119,3 +119,25 @@ def test_rows_sharing_a_timestamp_and_rows_not_read_back_each_their_own(engine: 
     with Session(engine) as session:
         stored = session.scalars(select(Item).order_by(Item.index)).all()
         assert [i.finished_at for i in stored] == times
+
+
+def test_keep_existing_skips_a_taken_key_and_inserts_the_rest(engine: Engine) -> None:
+    # The verdict cache's insert-or-keep: two requests that computed the same verdict both go
+    # on, the first entry stays, and a new key in the same statement is still written.
+    def entry(key: str, score: float) -> dict[str, object]:
+        return {
+            "key": key, "tier": "chem.fast", "tier_version": "1",
+            "verdict": {"status": "passed", "score": score}, "created_at": utcnow(),
+        }  # fmt: skip
+
+    table = _table(VerdictCacheEntry)
+    with Session(engine) as session, session.begin():
+        insert_rows(session, table, [entry("a", 0.1)], keep_existing=("key",))
+    with Session(engine) as session, session.begin():
+        insert_rows(session, table, [entry("a", 0.9), entry("b", 0.5)], keep_existing=("key",))
+        with pytest.raises(IntegrityError):  # without it, a taken key is an error as before
+            with session.begin_nested():
+                insert_rows(session, table, [entry("b", 0.7)])
+    with Session(engine) as session:
+        stored = session.execute(select(table.c.key, table.c.verdict).order_by(table.c.key))
+        assert [(k, v["score"]) for k, v in stored] == [("a", 0.1), ("b", 0.5)]

@@ -25,6 +25,7 @@ from sqlalchemy import (
     event,
     insert,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.orm.attributes import instance_state
@@ -119,9 +120,9 @@ class _PlainInsert:
         return {k: row[k] if p is None else p(row[k]) for k, p in self.columns}
 
 
-_plain_inserts: WeakKeyDictionary[Dialect, dict[tuple[Table, tuple[str, ...]], _PlainInsert]] = (
-    WeakKeyDictionary()
-)
+_plain_inserts: WeakKeyDictionary[
+    Dialect, dict[tuple[Table, tuple[str, ...], tuple[str, ...]], _PlainInsert]
+] = WeakKeyDictionary()
 
 
 def insert_rows(
@@ -129,9 +130,14 @@ def insert_rows(
     table: Table,
     rows: Sequence[Mapping[str, Any]],
     keys: Sequence[str] | None = None,
+    *,
+    keep_existing: tuple[str, ...] = (),
 ) -> None:
     """A plain INSERT of many rows (every column of `keys`, by default all of the table's, in
     each row), sent as the driver's executemany: no RETURNING, nothing read back.
+
+    `keep_existing` names the columns of a unique index: a row whose values there are taken
+    already is skipped, the stored row kept (ON CONFLICT DO NOTHING, on SQLite and PostgreSQL).
 
     The same statement SQLAlchemy would run, and its errors are raised as SQLAlchemy's
     (an IntegrityError stays one). What it skips is SQLAlchemy's generic building of each
@@ -145,15 +151,19 @@ def insert_rows(
     dialect = connection.dialect
     columns = tuple(keys) if keys is not None else tuple(table.columns.keys())
     known = _plain_inserts.setdefault(dialect, {})
-    plain = known.get((table, columns))
+    plain = known.get((table, columns, keep_existing))
     if plain is None:
-        compiled = insert(table).compile(dialect=dialect, column_keys=list(columns))
+        statement = insert(table)
+        if keep_existing:
+            make = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
+            statement = make(table).on_conflict_do_nothing(index_elements=list(keep_existing))
+        compiled = statement.compile(dialect=dialect, column_keys=list(columns))
         order = compiled.positiontup or list(compiled.binds)
         keys_in_order = tuple(compiled.binds[name].key for name in order)
         if set(keys_in_order) != set(columns):  # left out, but with a default made in Python
             missing = sorted(set(keys_in_order) - set(columns))
             raise ValueError(f"{table.name} rows must give {missing} too")
-        plain = known[(table, columns)] = _PlainInsert(
+        plain = known[(table, columns, keep_existing)] = _PlainInsert(
             sql=compiled.string,
             columns=tuple((k, _processor(table.c[k].type, dialect)) for k in keys_in_order),
             positional=compiled.positiontup is not None,

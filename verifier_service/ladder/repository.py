@@ -13,7 +13,6 @@ from sqlalchemy import (
     BindParameter,
     ColumnElement,
     Float,
-    Insert,
     Select,
     String,
     Table,
@@ -25,7 +24,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from tiers.base import Verdict
@@ -305,14 +304,7 @@ def put_cache(session: Session, verdicts: Mapping[str, Verdict]) -> None:
         }
         for key, verdict in sorted(verdicts.items())  # one order everywhere: no deadlocks
     ]
-    # a Core insert of the table: no ORM bulk machinery
-    session.execute(_put_cache(session.get_bind().dialect.name), rows)
-
-
-@built_once
-def _put_cache(dialect: str) -> Insert:
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    return insert(_table(VerdictCacheEntry)).on_conflict_do_nothing(index_elements=["key"])
+    insert_rows(session, _table(VerdictCacheEntry), rows, keep_existing=("key",))
 
 
 def new_charge(**fields: Any) -> CostLedgerEntry:
