@@ -50,9 +50,6 @@ class Submission:
         (no reload)."""
         return job_tree(self.job, self.items, self.verdicts)
 
-    def out(self) -> JobOut:
-        return JobOut.model_validate(self.tree())
-
 
 def _hash(value: Any) -> str:
     return hashlib.sha256(stable_json(value).encode()).hexdigest()

@@ -2,9 +2,9 @@
 
 `job_tree` maps the rows (job, items, verdicts) once. `JobOut.model_validate` takes the tree
 where a model is wanted (the framework adapters, the console); `job_json` writes it as the
-reward API's body without building the models: a 256-item job's `JobOut` took about 4 ms to
-build, validate and dump, its JSON from the tree about 1 ms (orjson). The two give the same
-bytes (`tests/jobs/test_views.py` holds them to it).
+reward API's body without building the models: for a 256-item job, building, validating and
+dumping its `JobOut` took 5.5-6.2 ms, the tree and its JSON (orjson) 1.6-1.8 ms. The two give
+the same bytes (`tests/jobs/test_job_views.py` holds them to it).
 """
 
 from __future__ import annotations
