@@ -12,8 +12,9 @@ from sqlalchemy import Engine, Table, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from verifier_service.core.db import Base, insert_rows, plain_row, utcnow
+from verifier_service.core.db import Base, utcnow
 from verifier_service.core.ids import new_id
+from verifier_service.core.rows import COPY_MIN_ROWS, insert_rows, plain_row
 from verifier_service.events.models import JobEvent
 from verifier_service.ladder.models import Item, Job, VerdictCacheEntry, VerdictRecord
 
@@ -141,3 +142,39 @@ def test_keep_existing_skips_a_taken_key_and_inserts_the_rest(engine: Engine) ->
     with Session(engine) as session:
         stored = session.execute(select(table.c.key, table.c.verdict).order_by(table.c.key))
         assert [(k, v["score"]) for k, v in stored] == [("a", 0.1), ("b", 0.5)]
+
+
+def test_a_batch_of_rows_reads_back_as_written(engine: Engine) -> None:
+    # From COPY_MIN_ROWS rows on, PostgreSQL gets them by COPY (text format): what COPY treats
+    # specially in text (tabs, newlines, backslashes, \N) must come back as sent, as must
+    # JSON, NULLs, booleans and timestamps.
+    job = _job()
+    tricky = ["a\tb", "line\nnext", "back\\slash", "\\N", "", "é ✓ 😀", "quote \" and '", "\r"]
+    items = [
+        _item(job.id, i, group_key=tricky[i % len(tricky)] if i % 3 else None)
+        for i in range(COPY_MIN_ROWS + 8)
+    ]
+    items[1].reward = None
+    items[2].candidate = {"kind": "molecule", "payload": {"smiles": "C\tC\n", "x": [1, None, 2.5]}}
+    with Session(engine) as session, session.begin():
+        insert_rows(session, _table(Job), [job.__dict__])
+        insert_rows(session, _table(Item), [i.__dict__ for i in items])
+    columns = _table(Item).columns.keys()
+    with Session(engine) as session:
+        stored = session.scalars(select(Item).order_by(Item.index)).all()
+        read = [{k: getattr(i, k) for k in columns} for i in stored]
+    assert read == [{k: getattr(i, k) for k in columns} for i in items]
+
+
+def test_a_batch_that_breaks_a_constraint_raises_integrity_error(engine: Engine) -> None:
+    job = _job()
+    items = [_item(job.id, i) for i in range(COPY_MIN_ROWS + 1)]
+    items[-1].id = items[0].id  # the same id twice in one statement
+    with Session(engine) as session, session.begin():
+        insert_rows(session, _table(Job), [job.__dict__])
+    with Session(engine) as session, session.begin():
+        with pytest.raises(IntegrityError):
+            insert_rows(session, _table(Item), [i.__dict__ for i in items])
+        session.rollback()
+    with Session(engine) as session:
+        assert session.scalars(select(Item)).all() == []

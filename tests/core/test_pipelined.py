@@ -12,8 +12,9 @@ from sqlalchemy import Engine, Table, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from verifier_service.core.db import Base, pipelined, plain_row, utcnow
+from verifier_service.core.db import Base, utcnow
 from verifier_service.core.ids import new_id
+from verifier_service.core.rows import pipelined, plain_row
 from verifier_service.events.models import JobEvent
 from verifier_service.events.repository import append
 from verifier_service.ladder.models import Item, Job, VerdictRecord

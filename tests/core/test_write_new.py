@@ -12,8 +12,9 @@ import pytest
 from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session
 
-from verifier_service.core.db import Base, make_engine, plain_row, utcnow, write_new
+from verifier_service.core.db import Base, make_engine, utcnow
 from verifier_service.core.ids import new_id
+from verifier_service.core.rows import plain_row, write_new
 from verifier_service.ladder.models import Item, Job
 
 

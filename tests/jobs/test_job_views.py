@@ -10,7 +10,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from verifier_service.core.db import plain_row
+from verifier_service.core.rows import plain_row
 from verifier_service.jobs.schemas import JobOut, Reward, RewardCost, RewardStatus
 from verifier_service.jobs.views import job_json, job_tree
 from verifier_service.ladder.models import Item, Job, VerdictRecord

@@ -21,7 +21,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from verifier_service.core.db import built_once, insert_rows, pipelined, row_values, utcnow
+from verifier_service.core.db import built_once, utcnow
+from verifier_service.core.rows import insert_rows, pipelined, row_values
 from verifier_service.events.models import JobCallback, JobEvent, WebhookAttempt, WebhookDelivery
 
 #: The jobs table, as far as events read it (its ORM model belongs to the ladder, above us).
@@ -57,8 +58,8 @@ def append(session: Session, events: Sequence[JobEvent], *, with_ids: bool = Tru
     # Pending changes first (as the lock's own statement would autoflush them): the lock is
     # held from here to the commit, no longer.
     session.flush()
-    if not with_ids:  # the lock and the INSERT go together: one round trip
-        with pipelined(session):
+    if not with_ids:  # the lock and the INSERT go together: one round trip (or COPY's)
+        with pipelined(session, len(rows)):
             _lock(session)
             insert_rows(session, events_table, rows, columns)
         return

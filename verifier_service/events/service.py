@@ -14,9 +14,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from verifier_service.auth.schemas import AuthenticatedPrincipal
-from verifier_service.core.db import plain_row, utcnow
+from verifier_service.core.db import utcnow
 from verifier_service.core.errors import InvalidRequestError, NotFoundError
 from verifier_service.core.outbox import OutboxMessage
+from verifier_service.core.rows import plain_row
 from verifier_service.events import repository
 from verifier_service.events.models import JobEvent, WebhookDelivery
 from verifier_service.events.schemas import (

@@ -15,11 +15,12 @@ from sqlalchemy.orm import Session
 
 from tiers.base import stable_json
 from tiers.registry import get_tier
-from verifier_service.core.db import plain_row, utcnow
+from verifier_service.core.db import utcnow
 from verifier_service.core.errors import ConflictError, InvalidRequestError, NotFoundError
 from verifier_service.core.ids import new_id
 from verifier_service.core.notify import sync_client
 from verifier_service.core.presence import live_workers, paused_now
+from verifier_service.core.rows import plain_row
 from verifier_service.events import service as events
 from verifier_service.jobs import repository
 from verifier_service.jobs.schemas import JobOut, RewardRequest, Trajectory

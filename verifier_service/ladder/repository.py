@@ -28,8 +28,9 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from tiers.base import Verdict
-from verifier_service.core.db import built_once, insert_rows, plain_row, utcnow
+from verifier_service.core.db import built_once, utcnow
 from verifier_service.core.ids import new_id
+from verifier_service.core.rows import insert_rows, plain_row
 from verifier_service.ladder.models import (
     CostLedgerEntry,
     Item,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.orm import Session
 
 from tiers.base import Verdict
-from verifier_service.core.db import insert_plain_new, pipelined
+from verifier_service.core.rows import insert_plain_new, pipelined
 from verifier_service.ladder import repository
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
 
@@ -32,12 +32,14 @@ class PendingWrites:
 
         The items' own changes are not flushed first: they are written once, at commit,
         instead of once here and once more for whatever the pass changes after. The
-        statements go together: one round trip on PostgreSQL.
+        statements go together: one round trip on PostgreSQL (a batch's rows go by COPY, a
+        round trip per table, instead; see `pipelined`).
         """
         taken = PendingWrites(self.verdicts, self.charges, self.cache, self.charge_updates)
         self.verdicts, self.charges, self.cache, self.charge_updates = [], [], {}, []
+        rows = max(len(session.new), len(taken.verdicts), len(taken.charges))
         with session.no_autoflush:
-            with pipelined(session):
+            with pipelined(session, rows):
                 written = not session.new or insert_plain_new(session, (Job, Item))
                 if written:
                     taken._write_rows(session)
