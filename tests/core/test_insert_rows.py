@@ -155,7 +155,8 @@ def test_a_batch_of_rows_reads_back_as_written(engine: Engine) -> None:
         for i in range(COPY_MIN_ROWS + 8)
     ]
     items[1].reward = None
-    items[2].candidate = {"kind": "molecule", "payload": {"smiles": "C\tC\n", "x": [1, None, 2.5]}}
+    # a candidate's own text (a trainer's policy wrote it), NUL included, inside the JSON
+    items[2].candidate = {"kind": "molecule", "payload": {"smiles": "C\tC\n\x00", "x": [1, None]}}
     with Session(engine) as session, session.begin():
         insert_rows(session, _table(Job), [job.__dict__])
         insert_rows(session, _table(Item), [i.__dict__ for i in items])

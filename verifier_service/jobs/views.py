@@ -17,6 +17,7 @@ import orjson
 
 from verifier_service.jobs.schemas import JobOut, Reward
 from verifier_service.ladder.models import Item, Job, VerdictRecord
+from verifier_service.ladder.repository import verdict_fields
 
 #: A job in `JobOut`'s shape as plain values (`job_tree`).
 JobTree = dict[str, Any]
@@ -75,20 +76,8 @@ def _reward(stored: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _verdict(r: VerdictRecord) -> dict[str, Any]:
-    return {
-        "status": r.status,
-        "score": r.score,
-        "uncertainty": r.uncertainty,
-        "components": r.components,
-        "feedback": r.feedback,
-        "reason": r.reason,
-        "cost": {"cpu_s": r.cpu_s, "wall_s": r.wall_s},
-        "tier": r.tier,
-        "tier_version": r.tier_version,
-        "cached": r.cached,
-        "id": r.id,
-        "step": r.step,
-    }
+    # `StoredVerdict`: the verdict's fields, then its id and ladder step.
+    return verdict_fields(r) | {"id": r.id, "step": r.step}
 
 
 def job_json(tree: JobTree) -> bytes:

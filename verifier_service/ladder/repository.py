@@ -253,20 +253,23 @@ def to_verdict(record: VerdictRecord) -> Verdict:
 
 
 def _to_verdict(record: VerdictRecord) -> Verdict:
-    return Verdict.model_validate(
-        {
-            "status": record.status,
-            "score": record.score,
-            "uncertainty": record.uncertainty,
-            "components": record.components,
-            "feedback": record.feedback,
-            "reason": record.reason,
-            "cost": {"cpu_s": record.cpu_s, "wall_s": record.wall_s},
-            "tier": record.tier,
-            "tier_version": record.tier_version,
-            "cached": record.cached,
-        }
-    )
+    return Verdict.model_validate(verdict_fields(record))
+
+
+def verdict_fields(record: VerdictRecord) -> dict[str, Any]:
+    """A stored verdict's `Verdict` fields, in the model's order, as plain values."""
+    return {
+        "status": record.status,
+        "score": record.score,
+        "uncertainty": record.uncertainty,
+        "components": record.components,
+        "feedback": record.feedback,
+        "reason": record.reason,
+        "cost": {"cpu_s": record.cpu_s, "wall_s": record.wall_s},
+        "tier": record.tier,
+        "tier_version": record.tier_version,
+        "cached": record.cached,
+    }
 
 
 def cached_verdicts(
@@ -309,13 +312,9 @@ def put_cache(session: Session, verdicts: Mapping[str, Verdict]) -> None:
 
 
 def new_charge(**fields: Any) -> CostLedgerEntry:
-    """A ledger row, not yet in the session: `insert_charges` writes many in one statement."""
-    defaults: dict[str, Any] = {"cpu_s": 0.0, "wall_s": 0.0}
-    if "id" not in fields:
-        defaults["id"] = new_id()
-    if "created_at" not in fields:
-        defaults["created_at"] = utcnow()
-    return plain_row(CostLedgerEntry, **(defaults | fields))
+    """A ledger row, not yet in the session: `insert_charges` writes many in one statement.
+    Every column but the id and the tier times is given (its time: the pass's own)."""
+    return plain_row(CostLedgerEntry, id=new_id(), cpu_s=0.0, wall_s=0.0, **fields)
 
 
 def insert_charges(session: Session, entries: Sequence[CostLedgerEntry]) -> None:
