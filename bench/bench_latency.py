@@ -21,6 +21,8 @@ It then posts one batch of `--batch` (256) distinct molecules, and the same batc
 times: every item of those is answered from the verdict cache in the request that sent it, and
 the median gives the items per second a trainer sees over HTTP for an all-cached batch (issue
 18's target: 5,000; bench_throughput.py measures the same path in-process, without HTTP).
+Each of those is followed by the same batch asking for rewards only (`?verdicts=false`), shown
+beside it. Both are timed until the answer's last byte arrives, not parsed.
 `--layout postgres` runs the API and a worker as compose runs them, on a PostgreSQL database and
 a redis-server of the run's own (bench_load.py's layout), with a trainer key.
 
@@ -138,7 +140,9 @@ def main() -> None:
     if args.layout == "postgres" or args.baseline:
         measured = side_by_side(args, smiles, batch)
         ours = measured[THIS_TREE]
-        extra = cached_batch_figures(ours["batch_s"], len(batch))
+        extra = cached_batch_figures(
+            {THIS_TREE: ours["batch_s"], REWARDS_ONLY: ours["rewards_only_s"]}, len(batch)
+        )
         tier = tier_ms(smiles[50:])
         if args.baseline:
             extra["baseline"] = compared(args, measured, tier, len(batch))
@@ -200,7 +204,7 @@ def main() -> None:
                 fresh = [post(s, "fresh", n) for n, s in enumerate(smiles[50:])]
                 n_cached = max(args.n, 100)
                 cached = [post(smiles[50], "cached", n) for n in range(n_cached)]
-                batch_s = cached_batch_s({THIS_TREE: client}, batch)[THIS_TREE]
+                batch_s = cached_batch_s({THIS_TREE: client}, batch)
         finally:
             os.killpg(dev.pid, signal.SIGINT)
             dev.wait(timeout=60)
@@ -226,7 +230,8 @@ def side_by_side(
 ) -> dict[str, dict[str, list[float]]]:
     """Latencies of this tree's service, and with --baseline of REF's beside it, on the layout
     (bench_load.py's): {label: {"fresh": ms, "cached": ms, "tier": ms, "batch_s": seconds}}
-    ("tier": the tier's wall time in each fresh request)."""
+    ("tier": the tier's wall time in each fresh request), this tree's with "rewards_only_s"
+    (`cached_batch_s`)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_load import embedded, postgres
     from bench_throughput import exported
@@ -248,13 +253,15 @@ def side_by_side(
             )
         fresh, cached, in_request = timed_requests(clients, smiles, args.n)
         batch_s = cached_batch_s(clients, batch)
-    return {
+    measured = {
         label: {
             "fresh": fresh[label], "cached": cached[label], "tier": in_request[label],
             "batch_s": batch_s[label],
         }
         for label in clients
     }  # fmt: skip
+    measured[THIS_TREE]["rewards_only_s"] = batch_s[REWARDS_ONLY]
+    return measured
 
 
 def compared(
@@ -301,12 +308,13 @@ def cached_batch_s(
 ) -> dict[str, list[float]]:
     """Seconds per request of a batch whose items are all cached, per service: the batch is sent
     once (its verdicts computed and cached), then `repeats` times more, timed, the services
-    taking turns."""
+    taking turns. This tree's service also gets the batch asking for rewards only
+    (`?verdicts=false`) right after each of its turns: under REWARDS_ONLY."""
     body = {"items": [{"kind": "molecule", "payload": {"smiles": s}} for s in smiles], "wait_s": 60}
     for client in clients.values():
         first = client.post("/v1/rewards", json=body)
         assert first.status_code == 200, first.text[:500]
-    times: dict[str, list[float]] = {label: [] for label in clients}
+    times: dict[str, list[float]] = {label: [] for label in [*clients, REWARDS_ONLY]}
     for turn in range(repeats):
         for label in _in_turn(list(clients), turn):
             t0 = time.perf_counter()
@@ -315,7 +323,21 @@ def cached_batch_s(
             assert response.status_code == 200, response.text[:500]
             items = response.json()["items"]
             assert all(i["verdicts"] and i["verdicts"][-1]["cached"] for i in items), "not cached"
+            if label != THIS_TREE:
+                continue
+            t0 = time.perf_counter()
+            response = clients[label].post("/v1/rewards?verdicts=false", json=body)
+            times[REWARDS_ONLY].append(time.perf_counter() - t0)
+            assert response.status_code == 200, response.text[:500]
+            slim = response.json()["items"]
+            # (each job has verdict rows of its own: the rewards' provenance differs)
+            assert [i["reward"]["value"] for i in slim] == [i["reward"]["value"] for i in items]
+            assert not any("verdicts" in i for i in slim)
     return times
+
+
+#: This tree's all-cached batch asking for rewards only.
+REWARDS_ONLY = "rewards only"
 
 
 def _in_turn(labels: list[str], turn: int) -> list[str]:
@@ -323,17 +345,25 @@ def _in_turn(labels: list[str], turn: int) -> list[str]:
     return labels if turn % 2 == 0 else labels[::-1]
 
 
-def cached_batch_figures(times: list[float], size: int) -> dict[str, float]:
-    median = statistics.median(times)
+def cached_batch_figures(times: dict[str, list[float]], size: int) -> dict[str, float]:
+    """The all-cached batch's figures from `cached_batch_s`'s times of this tree."""
+    median = statistics.median(times[THIS_TREE])
+    slim = statistics.median(times[REWARDS_ONLY])
     print(
         f"all-cached batch of {size} over HTTP: median {median * 1000:.1f} ms, "
         f"{size / median:,.0f} items/s; target at least 5,000:",
         "MET" if size / median >= 5000 else "MISSED",
     )
+    print(
+        f"  the same asking for rewards only (?verdicts=false): median {slim * 1000:.1f} ms, "
+        f"{size / slim:,.0f} items/s"
+    )
     return {
         "cached_batch_size": size,
         "cached_batch_median_ms": round(median * 1000, 2),
         "cached_batch_items_per_s": round(size / median, 1),
+        "cached_batch_rewards_only_median_ms": round(slim * 1000, 2),
+        "cached_batch_rewards_only_items_per_s": round(size / slim, 1),
     }
 
 

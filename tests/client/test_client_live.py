@@ -72,6 +72,22 @@ def test_large_requests_are_batched_and_keep_order(live_service: Any) -> None:
     assert rewards[0].components["qed"] < rewards[4].components["qed"]
 
 
+def test_score_asks_for_rewards_only_and_jobs_keep_their_verdicts(live_service: Any) -> None:
+    sent: list[httpx.Request] = []
+    with VerifierClient(live_service.base_url, api_key=live_service.api_key) as client:
+        client._http.event_hooks["request"].append(sent.append)
+        molecules = [mol(ASPIRIN), unique_mol()]
+        rewards = client.score(molecules, timeout_s=60)
+        assert [str(r.url.query, "ascii") for r in sent] == ["verdicts=false"] * len(sent)
+        slim = client.submit(molecules, wait_s=30, verdicts=False)
+        full = client.get_job(slim.id)
+        assert client.get_job(slim.id, verdicts=False) == slim
+    assert [r.value for r in rewards] == [i.reward.value for i in full.items if i.reward]
+    assert [i.verdicts for i in slim.items] == [[], []]
+    assert [v.tier for i in full.items for v in i.verdicts] == ["chem.fast", "chem.fast"]
+    assert [i.reward for i in slim.items] == [i.reward for i in full.items]
+
+
 def test_idempotency_key_returns_the_same_job_and_rejects_a_different_body(
     client: VerifierClient,
 ) -> None:

@@ -152,3 +152,33 @@ def test_inline_work_skips_the_broker(no_fast_worker: tuple[Service, int]) -> No
     # Nothing was sent to the broker for tier.fast, and nothing waits there.
     assert redis.Redis(port=port).llen("tier.fast") == 0
     assert "tier.chem_fast.verify[" not in service.log_tail("worker", 100_000)  # never received
+
+
+def _less_verdicts(node: dict[str, Any]) -> dict[str, Any]:
+    steps = node["steps"]
+    return {k: v for k, v in node.items() if k != "verdicts"} | {
+        "steps": None if steps is None else [_less_verdicts(s) for s in steps]
+    }
+
+
+def test_rewards_only_answers_leave_every_items_verdicts_out(live_service: Service) -> None:
+    """?verdicts=false, on the answer the request's own transaction wrote, on an idempotent
+    replay (read back from the database) and on GET: the same job less its verdicts."""
+    key = uuid.uuid4().hex
+    body = {"policy": "tool-call", "items": [TRAJECTORY, _call({"x": 1})], "wait_s": 10}
+    with live_service.client(timeout=120) as client:
+        headers = {"Idempotency-Key": key}
+        slim = client.post("/v1/rewards?verdicts=false", json=body, headers=headers)
+        assert slim.status_code == 200, slim.text
+        job = slim.json()
+        replay = client.post("/v1/rewards?verdicts=false", json=body, headers=headers).json()
+        full = client.get(f"/v1/jobs/{job['id']}").json()
+        got = client.get(f"/v1/jobs/{job['id']}?verdicts=false").json()
+        wrong = client.get(f"/v1/jobs/{job['id']}?verdicts=maybe")
+    assert full["items"][0]["steps"][0]["verdicts"]  # the full job has them
+    expected = full | {"items": [_less_verdicts(i) for i in full["items"]]}
+    assert job == replay == got == expected
+    assert b'"verdicts"' not in slim.content
+    assert job["items"][0]["reward"]["step_rewards"] == [1.0, 0.0]
+    assert wrong.status_code == 422
+    assert "verdicts" in wrong.text

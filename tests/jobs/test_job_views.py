@@ -96,6 +96,24 @@ def test_a_jobs_json_is_the_bytes_of_its_model(
     assert job_json(tree) == JobOut.model_validate(tree).model_dump_json().encode()
 
 
+@given(jobs())
+def test_without_verdicts_a_jobs_json_is_the_same_less_every_items_verdicts(
+    job: tuple[Job, list[Item], dict[str, list[VerdictRecord]]],
+) -> None:
+    def stripped(node: dict[str, Any]) -> dict[str, Any]:
+        steps = node["steps"]
+        return {k: v for k, v in node.items() if k != "verdicts"} | {
+            "steps": None if steps is None else [stripped(s) for s in steps]
+        }
+
+    full = orjson.loads(job_json(job_tree(*job)))
+    slim = orjson.loads(job_json(job_tree(job[0], job[1], None)))
+    assert slim == full | {"items": [stripped(i) for i in full["items"]]}
+    # As a model (the client's), the slim tree is the same job with empty verdicts.
+    model = JobOut.model_validate(job_tree(job[0], job[1], None)).model_dump_json()
+    assert model == JobOut.model_validate(job_tree(job[0], job[1], {})).model_dump_json()
+
+
 def test_what_orjson_cannot_write_goes_through_the_model() -> None:
     reward = Reward(value=1.0, status=RewardStatus.scored).model_dump(mode="json")
     reward["components"] = {"big": 2**70}  # beyond 64 bits: orjson refuses it

@@ -210,7 +210,13 @@ def raise_for(response: httpx.Response) -> None:
 
 def job_from(response: httpx.Response) -> JobOut:
     raise_for(response)
-    return JobOut.model_validate(response.json())
+    # From the bytes: about half the time of json.loads, then validating the dict.
+    return JobOut.model_validate_json(response.content)
+
+
+def with_verdicts(path: str, verdicts: bool) -> str:
+    """`path`, asking the service to leave the items' verdicts out unless `verdicts`."""
+    return path if verdicts else f"{path}?verdicts=false"
 
 
 def not_ready(job_id: str, waited_s: float | None) -> Reward:

@@ -102,23 +102,27 @@ class AsyncVerifierClient(ClientCore):
         wait_s: float | None = None,
         deadline_s: float | None = None,
         idempotency_key: str | None = None,
+        verdicts: bool = True,
     ) -> JobOut:
-        """POST /v1/rewards once: the job, completed if its rewards were ready within wait_s."""
+        """POST /v1/rewards once: the job, completed if its rewards were ready within wait_s
+        (its items' verdicts left out, so empty, if not `verdicts`)."""
         body = _base.reward_body(items, policy, wait_s, deadline_s)
         key = idempotency_key or _base.new_key()
         response = await self._request(
             "POST",
-            "/v1/rewards",
+            _base.with_verdicts("/v1/rewards", verdicts),
             json=body,
             headers=_base.headers(self.principal, key),
             read_timeout_s=(wait_s or 0) + self.timeout_s,
         )
         return _base.job_from(response)
 
-    async def get_job(self, job_id: str) -> JobOut:
-        """GET /v1/jobs/{id}."""
+    async def get_job(self, job_id: str, *, verdicts: bool = True) -> JobOut:
+        """GET /v1/jobs/{id} (its items' verdicts left out, so empty, if not `verdicts`)."""
         response = await self._request(
-            "GET", f"/v1/jobs/{job_id}", headers=_base.headers(self.principal, None)
+            "GET",
+            _base.with_verdicts(f"/v1/jobs/{job_id}", verdicts),
+            headers=_base.headers(self.principal, None),
         )
         return _base.job_from(response)
 
@@ -213,8 +217,10 @@ class AsyncVerifierClient(ClientCore):
         timeout_s: float = 120.0,
         deadline_s: float | None = None,
         idempotency_key: str | None = None,
+        verdicts: bool = True,
     ) -> list[JobOut]:
-        """Submit items in batches of `batch_size` and wait up to timeout_s for all of them.
+        """Submit items in batches of `batch_size` and wait up to timeout_s for all of them
+        (without their items' verdicts if not `verdicts`).
 
         Waiting re-sends each batch with its Idempotency-Key and a `wait_s`: the service answers
         the moment the job finishes (a long poll), instead of the client polling on a timer.
@@ -231,6 +237,7 @@ class AsyncVerifierClient(ClientCore):
                 wait_s=_base.long_poll_s(timeout_s),
                 deadline_s=deadline_s,
                 idempotency_key=key,
+                verdicts=verdicts,
             )
             while job.status != "completed":
                 left = timeout_s - (time.monotonic() - start)
@@ -242,6 +249,7 @@ class AsyncVerifierClient(ClientCore):
                     wait_s=_base.long_poll_s(left),
                     deadline_s=deadline_s,
                     idempotency_key=key,
+                    verdicts=verdicts,
                 )
             return job
 
@@ -263,6 +271,7 @@ class AsyncVerifierClient(ClientCore):
             timeout_s=timeout_s,
             deadline_s=deadline_s,
             idempotency_key=idempotency_key,
+            verdicts=False,  # the rewards are all it returns
         )
         return [r for job in jobs for r in _base.rewards_of(job, timeout_s)]
 

@@ -101,23 +101,27 @@ class VerifierClient(ClientCore):
         wait_s: float | None = None,
         deadline_s: float | None = None,
         idempotency_key: str | None = None,
+        verdicts: bool = True,
     ) -> JobOut:
-        """POST /v1/rewards once: the job, completed if its rewards were ready within wait_s."""
+        """POST /v1/rewards once: the job, completed if its rewards were ready within wait_s
+        (its items' verdicts left out, so empty, if not `verdicts`)."""
         body = _base.reward_body(items, policy, wait_s, deadline_s)
         key = idempotency_key or _base.new_key()
         response = self._request(
             "POST",
-            "/v1/rewards",
+            _base.with_verdicts("/v1/rewards", verdicts),
             json=body,
             headers=_base.headers(self.principal, key),
             read_timeout_s=(wait_s or 0) + self.timeout_s,
         )
         return _base.job_from(response)
 
-    def get_job(self, job_id: str) -> JobOut:
-        """GET /v1/jobs/{id}."""
+    def get_job(self, job_id: str, *, verdicts: bool = True) -> JobOut:
+        """GET /v1/jobs/{id} (its items' verdicts left out, so empty, if not `verdicts`)."""
         response = self._request(
-            "GET", f"/v1/jobs/{job_id}", headers=_base.headers(self.principal, None)
+            "GET",
+            _base.with_verdicts(f"/v1/jobs/{job_id}", verdicts),
+            headers=_base.headers(self.principal, None),
         )
         return _base.job_from(response)
 
@@ -224,8 +228,10 @@ class VerifierClient(ClientCore):
         timeout_s: float = 120.0,
         deadline_s: float | None = None,
         idempotency_key: str | None = None,
+        verdicts: bool = True,
     ) -> list[JobOut]:
-        """Submit items in batches of `batch_size` and wait up to timeout_s for all of them.
+        """Submit items in batches of `batch_size` and wait up to timeout_s for all of them
+        (without their items' verdicts if not `verdicts`).
 
         Waiting re-sends each batch with its Idempotency-Key and a `wait_s`: the service answers
         the moment the job finishes (a long poll), instead of the client polling on a timer.
@@ -236,7 +242,12 @@ class VerifierClient(ClientCore):
         first_wait = _base.long_poll_s(timeout_s) if len(batches) == 1 else None
         jobs = [
             self.submit(
-                batch, policy=policy, wait_s=first_wait, deadline_s=deadline_s, idempotency_key=key
+                batch,
+                policy=policy,
+                wait_s=first_wait,
+                deadline_s=deadline_s,
+                idempotency_key=key,
+                verdicts=verdicts,
             )
             for batch, key in zip(batches, keys, strict=True)
         ]
@@ -251,6 +262,7 @@ class VerifierClient(ClientCore):
                     wait_s=_base.long_poll_s(left),
                     deadline_s=deadline_s,
                     idempotency_key=keys[index],
+                    verdicts=verdicts,
                 )
             jobs[index] = job
         return jobs
@@ -271,6 +283,7 @@ class VerifierClient(ClientCore):
             timeout_s=timeout_s,
             deadline_s=deadline_s,
             idempotency_key=idempotency_key,
+            verdicts=False,  # the rewards are all it returns
         )
         return [r for job in jobs for r in _base.rewards_of(job, timeout_s)]
 

@@ -199,7 +199,9 @@ class TRLReward(_Base):
         self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any
     ) -> list[float | None]:
         items = self.items(prompts, completions, columns)
-        jobs = self.client.score_jobs(items, policy=self.policy, timeout_s=self.timeout_s)
+        jobs = self.client.score_jobs(
+            items, policy=self.policy, timeout_s=self.timeout_s, verdicts=False
+        )
         rewards = [r for job in jobs for r in _base.rewards_of(job, self.timeout_s)]
         if self.cost_ledger:
             self.log_ledger([self.client.job_cost(job.id) for job in jobs], columns)
@@ -251,7 +253,9 @@ class AsyncTRLReward(_Base):
     ) -> list[float | None]:
         items = self.items(prompts, completions, columns)
         client = self._client()
-        jobs = await client.score_jobs(items, policy=self.policy, timeout_s=self.timeout_s)
+        jobs = await client.score_jobs(
+            items, policy=self.policy, timeout_s=self.timeout_s, verdicts=False
+        )
         rewards = [r for job in jobs for r in _base.rewards_of(job, self.timeout_s)]
         if self.cost_ledger:
             reports = [await client.job_cost(job.id) for job in jobs]

@@ -229,6 +229,9 @@ async def openrlhf_rewards(
             f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}",
             hint="check the kind query parameter and the labels",
         ) from None
-    job = await submit_and_wait(request, principal, idempotency_key, waiter, settings)
+    # Rewards only: OpenRLHF reads no verdicts.
+    job = await submit_and_wait(
+        request, principal, idempotency_key, waiter, settings, verdicts=False
+    )
     components = await run_in_threadpool(component_keys, job.policy, job.policy_version, kind)
     return to_response(job, responses, components, missing_reward)

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Response
+from fastapi import APIRouter, Header, Query, Response
 from fastapi.concurrency import run_in_threadpool
 from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError
@@ -33,6 +33,11 @@ from verifier_service.settings import Settings, get_settings
 
 router = APIRouter(tags=["rewards"])
 
+VERDICTS_QUERY = (
+    "false: each item's `verdicts` are left out of the answer (rewards only: a quarter of the "
+    "bytes for molecules, and nothing for the service to read or the trainer to parse)"
+)
+
 
 def _runs_inline(request: RewardRequest, settings: Settings) -> bool:
     return bool(request.wait_s) and len(request.items) <= settings.api.inline_max_items
@@ -53,9 +58,10 @@ def _submit(
     principal: AuthenticatedPrincipal,
     key: str | None,
     inline: bool = False,
+    verdicts: bool = True,
 ) -> tuple[str, JobTree | None]:
-    """Store and enqueue a request: its job id, and the job itself (`views.job_tree`) if it
-    finished already.
+    """Store and enqueue a request: its job id, and the job itself (`views.job_tree`, with its
+    verdicts if `verdicts`) if it finished already.
 
     Inline (small waiting requests), the fast tiers' work runs in this transaction: no broker
     round trip, no reload. It holds the write lock for those milliseconds; slower tiers always
@@ -92,7 +98,9 @@ def _submit(
     # A database that drops the connection (a restart) gets two more tries before the caller
     # sees a 503 with Retry-After.
     submission, outgoing = with_retries(attempt, retries=2, first_delay_s=0.25)
-    finished = submission.tree() if submission.created and _completed(submission) else None
+    finished = None
+    if submission.created and _completed(submission):
+        finished = submission.tree(verdicts)
     if finished is not None:
         # Finished in the transaction that created it: no one can be waiting on a job whose id
         # this response is the first to tell, so no wake-up to publish (a Redis round trip).
@@ -111,9 +119,9 @@ def _status(job_id: str) -> str | None:
         return service.job_status(session, job_id)
 
 
-def _load(job_id: str) -> JobTree:
+def _load(job_id: str, verdicts: bool = True) -> JobTree:
     with transaction() as session:
-        return service.job_tree_of(session, job_id)
+        return service.job_tree_of(session, job_id, verdicts)
 
 
 async def submit_and_wait(
@@ -122,13 +130,15 @@ async def submit_and_wait(
     idempotency_key: str | None,
     waiter: JobWaiter,
     settings: Settings,
+    verdicts: bool = True,
 ) -> JobOut:
-    """Store and enqueue a request, then wait up to its wait_s for the job; the job as it is.
+    """Store and enqueue a request, then wait up to its wait_s for the job; the job as it is
+    (its items' verdicts empty if not `verdicts`).
 
     Shared by every endpoint that accepts rewards (this API and the framework adapters); charges
     the items to the principal's key's rate limit first.
     """
-    tree = await submitted_tree(request, principal, idempotency_key, waiter, settings)
+    tree = await submitted_tree(request, principal, idempotency_key, waiter, settings, verdicts)
     return JobOut.model_validate(tree)
 
 
@@ -138,13 +148,16 @@ async def submitted_tree(
     idempotency_key: str | None,
     waiter: JobWaiter,
     settings: Settings,
+    verdicts: bool = True,
 ) -> JobTree:
-    """`submit_and_wait`, the job as a tree of plain values (`views.job_tree`)."""
+    """`submit_and_wait`, the job as a tree of plain values (`views.job_tree`); without the
+    items' verdicts if not `verdicts`."""
     limiter = rate_limiter(settings.broker_url)
 
     def charged_then_submitted() -> tuple[str, JobTree | None]:  # one trip to the thread pool
         limiter.items(principal, len(request.items))
-        return _submit(request, principal, idempotency_key, _runs_inline(request, settings))
+        inline = _runs_inline(request, settings)
+        return _submit(request, principal, idempotency_key, inline, verdicts)
 
     job_id, finished = await run_in_threadpool(charged_then_submitted)
     if finished is not None:
@@ -155,7 +168,7 @@ async def submitted_tree(
             if await run_in_threadpool(_status, job_id) != "completed":
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(done.wait(), timeout=request.wait_s)
-    return await run_in_threadpool(_load, job_id)
+    return await run_in_threadpool(_load, job_id, verdicts)
 
 
 @router.post(
@@ -170,6 +183,7 @@ async def create_rewards(
     settings: SettingsDep,
     waiter: WaiterDep,
     idempotency_key: Annotated[str | None, Header(max_length=256, pattern=PRINTABLE)] = None,
+    verdicts: Annotated[bool, Query(description=VERDICTS_QUERY)] = True,
 ) -> Response:
     """Score items under a policy: 200 with rewards if ready within wait_s, else 202 and a job."""
     if len(request.items) > settings.api.max_items:
@@ -182,7 +196,7 @@ async def create_rewards(
             f"wait_s={request.wait_s} exceeds the limit of {settings.api.max_wait_s} s",
             hint="wait less, or poll GET /v1/jobs/{id}",
         )
-    job = await submitted_tree(request, principal, idempotency_key, waiter, settings)
+    job = await submitted_tree(request, principal, idempotency_key, waiter, settings, verdicts)
     return Response(
         job_json(job),
         status_code=200 if job["status"] == "completed" else 202,
@@ -199,10 +213,16 @@ def _visible(session: SessionDep, job_id: str, principal: AuthenticatedPrincipal
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobOut)
-def get_job(job_id: str, session: SessionDep, principal: JobViewer) -> Response:
+def get_job(
+    job_id: str,
+    session: SessionDep,
+    principal: JobViewer,
+    verdicts: Annotated[bool, Query(description=VERDICTS_QUERY)] = True,
+) -> Response:
     """A job's status and whatever rewards and verdicts are ready (trainers: their own jobs)."""
     _visible(session, job_id, principal)
-    return Response(job_json(service.job_tree_of(session, job_id)), media_type="application/json")
+    tree = service.job_tree_of(session, job_id, verdicts)
+    return Response(job_json(tree), media_type="application/json")
 
 
 @router.get("/v1/jobs/{job_id}/cost")

@@ -46,10 +46,10 @@ class Submission:
     items: list[Item] = field(default_factory=list)
     verdicts: dict[str, list[VerdictRecord]] = field(default_factory=dict)
 
-    def tree(self) -> JobTree:
+    def tree(self, verdicts: bool = True) -> JobTree:
         """The job as the API shows it (`views.job_tree`), from what this transaction holds
-        (no reload)."""
-        return job_tree(self.job, self.items, self.verdicts)
+        (no reload); without its verdicts if not `verdicts`."""
+        return job_tree(self.job, self.items, self.verdicts if verdicts else None)
 
 
 def _hash(value: Any) -> str:
@@ -198,14 +198,15 @@ def job_out(session: Session, job_id: str) -> JobOut:
     return JobOut.model_validate(job_tree_of(session, job_id))
 
 
-def job_tree_of(session: Session, job_id: str) -> JobTree:
-    """`job_out` as a tree of plain values (`views.job_tree`): what the reward API writes."""
+def job_tree_of(session: Session, job_id: str, verdicts: bool = True) -> JobTree:
+    """`job_out` as a tree of plain values (`views.job_tree`): what the reward API writes.
+    Not `verdicts`: the items' verdicts are neither read nor shown."""
     job = repository.get_job(session, job_id)
     if job is None:
         raise NotFoundError(f"no job with id {job_id!r}")
     items = repository.items_of(session, job_id)
-    verdicts = verdicts_for(session, [i.id for i in items])
-    return job_tree(job, items, verdicts, _stalls(session, job, items))
+    stored = verdicts_for(session, [i.id for i in items]) if verdicts else None
+    return job_tree(job, items, stored, _stalls(session, job, items))
 
 
 def _stalls(session: Session, job: Job, items: Sequence[Item]) -> list[str]:

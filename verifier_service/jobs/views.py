@@ -1,6 +1,8 @@
 """A job as the API shows it: one tree of plain values in `JobOut`'s shape, two encodings.
 
-`job_tree` maps the rows (job, items, verdicts) once. `JobOut.model_validate` takes the tree
+`job_tree` maps the rows (job, items, verdicts) once; without verdicts (a trainer that asked
+for rewards only, `?verdicts=false`) each item's `verdicts` key is left out, which `JobOut`
+reads as an empty list. `JobOut.model_validate` takes the tree
 where a model is wanted (the framework adapters, the console); `job_json` writes it as the
 reward API's body without building the models: for a 256-item job, building, validating and
 dumping its `JobOut` took 5.5-6.2 ms, the tree and its JSON (orjson) 1.6-1.8 ms. The two give
@@ -29,27 +31,32 @@ _REWARD_KEYS = tuple(Reward.model_fields)
 def job_tree(
     job: Job,
     items: Sequence[Item],
-    verdicts: Mapping[str, Sequence[VerdictRecord]],
+    verdicts: Mapping[str, Sequence[VerdictRecord]] | None,
     warnings: Sequence[str] = (),
 ) -> JobTree:
     """A job, all its items and their verdicts in `JobOut`'s shape: keys in its fields' order,
-    every value as its JSON dump would give it (times stay datetimes)."""
+    every value as its JSON dump would give it (times stay datetimes). `verdicts` None: the
+    items' `verdicts` keys are left out."""
     children: dict[str, list[Item]] = defaultdict(list)
     for item in items:
         if item.parent_id is not None:
             children[item.parent_id].append(item)
 
     def out(item: Item) -> dict[str, Any]:
-        return {
+        node: dict[str, Any] = {
             "index": item.index,
             "kind": item.kind,
             "state": item.state,
             "reward": _reward(item.reward),
-            "verdicts": [_verdict(r) for r in verdicts.get(item.id, [])],
-            "steps": [out(c) for c in sorted(children[item.id], key=lambda c: c.index)]
-            if item.kind == "trajectory"
-            else None,
         }
+        if verdicts is not None:
+            node["verdicts"] = [_verdict(r) for r in verdicts.get(item.id, [])]
+        node["steps"] = (
+            [out(c) for c in sorted(children[item.id], key=lambda c: c.index)]
+            if item.kind == "trajectory"
+            else None
+        )
+        return node
 
     top = sorted((i for i in items if i.parent_id is None), key=lambda i: i.index)
     return {
