@@ -5,7 +5,9 @@ the molecules repeats across batches, as a policy resamples its favourites), wai
 reward (wait_s, then polling), and the run reports:
 
 - items per second through the service, and as a ratio to the bare chem.fast tier on the same
-  molecules in this process on one core (what the service leaves on the table);
+  molecules in this process on one core (what the service leaves on the table), timed just
+  before the service starts and again after it stops (the ratio takes the two's mean time per
+  item: the machine's speed drifts between runs minutes apart, so one side alone tilts it);
 - request latency p50 / p95 / p99 (POST until every reward of the batch is final);
 - errors (non-2xx answers, rewards that are infra_error), which must be 0;
 - peak RSS per process of the service (API, each worker process).
@@ -441,9 +443,15 @@ def main() -> None:
         if args.layout == "embedded"
         else postgres(args.worker_concurrency, settings)
     )
+    # The bare tier on the run's molecules just before the service starts and again after it
+    # stops; the ratio's denominator is the two's mean time per item, so a drift in the
+    # machine's speed during the run (a third, some minutes) tilts it less than one side would.
+    molecules = sorted(tally.molecules)
+    bare_before = bare_items_per_s(molecules)
     with layout as service, PeakRss(service.roots) as rss:
         elapsed = asyncio.run(_drive(service, plans, tally))
-    bare = bare_items_per_s(sorted(tally.molecules))
+    bare_after = bare_items_per_s(molecules)
+    bare = 2 / (1 / bare_before + 1 / bare_after)
     figures = {
         "layout": args.layout,
         "trainers": args.trainers,
@@ -453,6 +461,7 @@ def main() -> None:
         "elapsed_s": round(elapsed, 2),
         "items_per_s": round(tally.items / elapsed, 1),
         "bare_chem_fast_items_per_s_one_core": round(bare, 1),
+        "bare_before_after_items_per_s": [round(bare_before, 1), round(bare_after, 1)],
         "ratio_to_bare": round(tally.items / elapsed / bare, 3),
         "latency_p50_s": round(statistics.median(tally.latencies_s), 3),
         "latency_p95_s": round(percentile(tally.latencies_s, 0.95), 3),
@@ -463,7 +472,10 @@ def main() -> None:
     print(f"layout                       : {args.layout}, {os.cpu_count()} cores")
     print(f"trainers x batches           : {args.trainers} x {args.batches} ({n_items} items)")
     print(f"items/s through the service  : {figures['items_per_s']}")
-    print(f"bare chem.fast, one core     : {figures['bare_chem_fast_items_per_s_one_core']}")
+    print(
+        f"bare chem.fast, one core     : {figures['bare_chem_fast_items_per_s_one_core']} "
+        f"(before the run {bare_before:.1f}, after it {bare_after:.1f})"
+    )
     print(f"ratio service / bare         : {figures['ratio_to_bare']}x")
     print(
         f"request latency p50/p95/p99  : {figures['latency_p50_s']} / "
