@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # the otel extra
-from support import Service, free_port, poll_job, start_service
+from support import Service, free_port, fresh_molecules, poll_job, start_service
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,8 @@ class Span:
     parent_id: str
     name: str
     attributes: frozenset[str]
+    #: The attributes with text values, as (key, value).
+    texts: tuple[tuple[str, str], ...] = ()
 
 
 class Receiver:
@@ -63,6 +65,11 @@ class Receiver:
                 span.parent_span_id.hex(),
                 span.name,
                 frozenset(a.key for a in span.attributes),
+                tuple(
+                    (a.key, a.value.string_value)
+                    for a in span.attributes
+                    if a.value.HasField("string_value")
+                ),
             )
             for resource in request.resource_spans  # type: ignore[attr-defined]
             for scope in resource.scope_spans
@@ -164,3 +171,46 @@ def test_one_trace_from_the_request_to_the_workers_database_work(
     sql = [s for s in spans if "db.statement" in s.attributes or "db.query.text" in s.attributes]
     assert any(post in _ancestors(s, by_id) for s in sql), [s.name for s in spans]
     assert any(run in _ancestors(s, by_id) for s in sql), [s.name for s in spans]
+
+
+def _spans_named(receiver: Receiver, name: str, timeout_s: float = 60) -> list[Span]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with receiver.lock:
+            found = [s for s in receiver.spans if s.name == name]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.3)
+
+
+def test_a_batchs_rows_written_by_copy_are_in_its_trace(
+    traced: Service, receiver: Receiver
+) -> None:
+    """40 items: the API's pass writes their rows, the worker's pass their verdicts, by COPY
+    (which SQLAlchemy's instrumentation does not see); each COPY is a span of the trace."""
+    items = [{"kind": "molecule", "payload": {"smiles": s}} for s in fresh_molecules(40)]
+    with traced.client() as client:
+        response = client.post("/v1/rewards", json={"policy": "default", "items": items})
+        assert response.status_code == 202, response.text
+        job = poll_job(client, response.headers["location"], timeout=60)
+    assert job["status"] == "completed"
+    time.sleep(1)  # the worker's spans go out in their batch delay
+    posts = _spans_named(receiver, "POST /v1/rewards")
+    with receiver.lock:
+        copies = [s for s in receiver.spans if s.name.startswith("COPY ")]
+    by_id = {s.span_id: s for s in receiver.spans}
+
+    def copied(table: str, under: str) -> list[Span]:
+        return [
+            s
+            for s in copies
+            if dict(s.texts).get("db.statement", "").startswith(f"COPY {table} (")
+            and any(a.name == under for a in _ancestors(s, by_id))
+            and s.trace_id in {p.trace_id for p in posts}
+        ]
+
+    assert copied("items", "POST /v1/rewards"), [(s.name, s.texts) for s in copies]
+    assert copied("verdicts", "run/tier.chem_fast.verify"), [(s.name, s.texts) for s in copies]
+    span = copied("items", "POST /v1/rewards")[-1]
+    assert {"db.system", "db.name", "db.operation.batch.size"} <= span.attributes
+    assert dict(span.texts)["db.system"] == "postgresql"
