@@ -177,14 +177,13 @@ def _copy_span(statement: str, db_name: str, rows: int) -> AbstractContextManage
     instrumentation sees the statements run through its cursor only, so without this a batch's
     rows would be missing from its trace. Named and described as that instrumentation does its
     spans (the operation and the database), with the row count."""
-    try:
-        from opentelemetry import trace  # the otel extra
-    except ImportError:
+    trace = _otel_trace()
+    if trace is None:
         return nullcontext()
     span = trace.get_current_span()
     if not span.is_recording():  # traces off, or this work is not traced
         return nullcontext()
-    return trace.get_tracer(__name__).start_as_current_span(
+    started: AbstractContextManager[Any] = trace.get_tracer(__name__).start_as_current_span(
         f"COPY {db_name}",
         kind=trace.SpanKind.CLIENT,
         attributes={
@@ -194,6 +193,17 @@ def _copy_span(statement: str, db_name: str, rows: int) -> AbstractContextManage
             "db.operation.batch.size": rows,
         },
     )
+    return started
+
+
+@cache
+def _otel_trace() -> Any:
+    """OpenTelemetry's trace API, or None without the otel extra (looked for once)."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return None
+    return trace
 
 
 def _processor(type_: TypeEngine[Any], dialect: Dialect) -> Callable[[Any], Any] | None:
