@@ -2,11 +2,11 @@
 
 `job_tree` maps the rows (job, items, verdicts) once; without verdicts (a trainer that asked
 for rewards only, `?verdicts=false`) each item's `verdicts` key is left out, which `JobOut`
-reads as an empty list. `JobOut.model_validate` takes the tree
-where a model is wanted (the framework adapters, the console); `job_json` writes it as the
-reward API's body without building the models: for a 256-item job, building, validating and
-dumping its `JobOut` took 5.5-6.2 ms, the tree and its JSON (orjson) 1.6-1.8 ms. The two give
-the same bytes (`tests/jobs/test_job_views.py` holds them to it).
+reads as an empty list. `JobOut.model_validate` takes the tree where a model is wanted (the
+framework adapters, the console); `job_json` writes it as the reward API's body without
+building the models: for a 256-item job, building, validating and dumping its `JobOut` took
+5.5-6.2 ms, the tree and its JSON (orjson) 1.6-1.8 ms. The two give the same bytes
+(`tests/jobs/test_job_views.py` holds them to it).
 """
 
 from __future__ import annotations
