@@ -72,13 +72,28 @@ def test_large_requests_are_batched_and_keep_order(live_service: Any) -> None:
     assert rewards[0].components["qed"] < rewards[4].components["qed"]
 
 
+class RecordingTransport(httpx.HTTPTransport):
+    """The real transport, keeping every request it sends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[httpx.Request] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(request)
+        return super().handle_request(request)
+
+
 def test_score_asks_for_rewards_only_and_jobs_keep_their_verdicts(live_service: Any) -> None:
-    sent: list[httpx.Request] = []
-    with VerifierClient(live_service.base_url, api_key=live_service.api_key) as client:
-        client._http.event_hooks["request"].append(sent.append)
+    transport = RecordingTransport()
+    with VerifierClient(
+        live_service.base_url, api_key=live_service.api_key, transport=transport
+    ) as client:
         molecules = [mol(ASPIRIN), unique_mol()]
         rewards = client.score(molecules, timeout_s=60)
-        assert [str(r.url.query, "ascii") for r in sent] == ["verdicts=false"] * len(sent)
+        sent = [str(r.url.query, "ascii") for r in transport.sent]
+        assert sent
+        assert sent == ["verdicts=false"] * len(sent)
         slim = client.submit(molecules, wait_s=30, verdicts=False)
         full = client.get_job(slim.id)
         assert client.get_job(slim.id, verdicts=False) == slim
