@@ -160,7 +160,7 @@ def _copy_rows(connection: Connection, statement: str, rows: list[tuple[Any, ...
     driver: Any = connection.connection.driver_connection
     try:
         with (
-            _copy_span(statement, driver.info.dbname, len(rows)),
+            _copy_span(statement, driver.info, len(rows)),
             driver.cursor() as cursor,
             cursor.copy(statement) as copy,
         ):
@@ -172,17 +172,19 @@ def _copy_rows(connection: Connection, statement: str, rows: list[tuple[Any, ...
         ) from exc
 
 
-def _copy_span(statement: str, db_name: str, rows: int) -> AbstractContextManager[Any]:
+def _copy_span(statement: str, info: Any, rows: int) -> AbstractContextManager[Any]:
     """A COPY's trace span, when traces are on (`metrics.tracing`): SQLAlchemy's
     instrumentation sees the statements run through its cursor only, so without this a batch's
     rows would be missing from its trace. Named and described as that instrumentation does its
-    spans (the operation and the database), with the row count."""
+    spans (the operation and the database: `info`, psycopg's ConnectionInfo), with the row
+    count."""
     trace = _otel_trace()
     if trace is None:
         return nullcontext()
     span = trace.get_current_span()
     if not span.is_recording():  # traces off, or this work is not traced
         return nullcontext()
+    db_name = info.dbname
     started: AbstractContextManager[Any] = trace.get_tracer(__name__).start_as_current_span(
         f"COPY {db_name}",
         kind=trace.SpanKind.CLIENT,
