@@ -190,6 +190,22 @@ def test_python_client_streams_over_sse(service: Service) -> None:
         assert resumed[-1].type == "job.finished"
 
 
+def test_python_client_reads_the_changes_feed(service: Service) -> None:
+    with VerifierClient(service.base_url, api_key=service.api_key) as client:
+        start = client.changes(since="now")
+        assert start.changes == []
+        job = client.submit([unique_mol(), unique_mol()], wait_s=30)
+        assert job.status == "completed"
+        seen = [c for c in client.iter_changes(since=start.next) if c.job_id == job.id]
+        rest = client.changes(since=seen[-1].cursor)
+    assert sorted(c.index for c in seen) == [0, 1]
+    assert {c.type for c in seen} == {"item.finished"}
+    assert [c.reward for c in sorted(seen, key=lambda c: c.index)] == [
+        i.reward.model_dump(mode="json") for i in job.items if i.reward
+    ]
+    assert [c for c in rest.changes if c.job_id == job.id] == []
+
+
 def test_changes_feed_lists_revisions_per_principal(
     service: Service, trainers: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

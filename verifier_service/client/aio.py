@@ -207,7 +207,7 @@ class AsyncVerifierClient(ClientCore):
             headers=_base.headers(self.principal, None),
         )  # fmt: skip
         _base.raise_for(response)
-        return ChangesPage.model_validate(response.json())
+        return ChangesPage.model_validate_json(response.content)
 
     async def score_jobs(
         self,

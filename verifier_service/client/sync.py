@@ -209,7 +209,7 @@ class VerifierClient(ClientCore):
             headers=_base.headers(self.principal, None),
         )  # fmt: skip
         _base.raise_for(response)
-        return ChangesPage.model_validate(response.json())
+        return ChangesPage.model_validate_json(response.content)
 
     def iter_changes(self, *, since: str | None = None) -> Iterator[RewardChange]:
         """Every change after `since` until caught up (keep the last `cursor` for next time)."""
