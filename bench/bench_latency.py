@@ -21,9 +21,9 @@ It then posts one batch of `--batch` (256) distinct molecules, and the same batc
 times: every item of those is answered from the verdict cache in the request that sent it, and
 the median gives the items per second a trainer sees over HTTP for an all-cached batch (issue
 18's target: 5,000; bench_throughput.py measures the same path in-process, without HTTP).
-Beside each of those goes the same batch asking for rewards only (`?verdicts=false`), before
-it in every other turn, shown beside it. Both are timed until the answer's last byte arrives,
-not parsed.
+Each of those is paired with the same batch asking for rewards only (`?verdicts=false`), the
+two taking turns going first; that figure is shown beside the full one. Both are timed until
+the answer's last byte arrives, not parsed.
 `--layout postgres` runs the API and a worker as compose runs them, on a PostgreSQL database and
 a redis-server of the run's own (bench_load.py's layout), with a trainer key.
 
