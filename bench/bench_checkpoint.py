@@ -55,7 +55,7 @@ def child(n: int) -> dict[str, Any]:
     principal = AuthenticatedPrincipal(name="bench", roles=frozenset({"trainer"}), via="local")
     body = json.dumps({"items": [{"kind": "molecule", "payload": {"smiles": "CCO"}}], "wait_s": 5})
     for _ in range(50):  # warm-up, and the molecule's verdict cached
-        _submit(RewardRequest.model_validate_json(body), principal, None, True)
+        _submit(RewardRequest.model_validate_json(body), principal, None, inline=True)
     commits.clear()
     submits: list[float] = []
     for _ in range(n):

@@ -57,6 +57,7 @@ def _submit(
     request: RewardRequest,
     principal: AuthenticatedPrincipal,
     key: str | None,
+    *,
     inline: bool = False,
     verdicts: bool = True,
 ) -> tuple[str, JobTree | None]:
@@ -130,6 +131,7 @@ async def submit_and_wait(
     idempotency_key: str | None,
     waiter: JobWaiter,
     settings: Settings,
+    *,
     verdicts: bool = True,
 ) -> JobOut:
     """Store and enqueue a request, then wait up to its wait_s for the job; the job as it is
@@ -138,7 +140,9 @@ async def submit_and_wait(
     Shared by every endpoint that accepts rewards (this API and the framework adapters); charges
     the items to the principal's key's rate limit first.
     """
-    tree = await submitted_tree(request, principal, idempotency_key, waiter, settings, verdicts)
+    tree = await submitted_tree(
+        request, principal, idempotency_key, waiter, settings, verdicts=verdicts
+    )
     return JobOut.model_validate(tree)
 
 
@@ -148,6 +152,7 @@ async def submitted_tree(
     idempotency_key: str | None,
     waiter: JobWaiter,
     settings: Settings,
+    *,
     verdicts: bool = True,
 ) -> JobTree:
     """`submit_and_wait`, the job as a tree of plain values (`views.job_tree`); without the
@@ -157,7 +162,7 @@ async def submitted_tree(
     def charged_then_submitted() -> tuple[str, JobTree | None]:  # one trip to the thread pool
         limiter.items(principal, len(request.items))
         inline = _runs_inline(request, settings)
-        return _submit(request, principal, idempotency_key, inline, verdicts)
+        return _submit(request, principal, idempotency_key, inline=inline, verdicts=verdicts)
 
     job_id, finished = await run_in_threadpool(charged_then_submitted)
     if finished is not None:
@@ -196,7 +201,9 @@ async def create_rewards(
             f"wait_s={request.wait_s} exceeds the limit of {settings.api.max_wait_s} s",
             hint="wait less, or poll GET /v1/jobs/{id}",
         )
-    job = await submitted_tree(request, principal, idempotency_key, waiter, settings, verdicts)
+    job = await submitted_tree(
+        request, principal, idempotency_key, waiter, settings, verdicts=verdicts
+    )
     return Response(
         job_json(job),
         status_code=200 if job["status"] == "completed" else 202,
