@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from alembic import command
@@ -27,7 +28,11 @@ def upgrade(url: str, revision: str = "head") -> None:
     command.upgrade(alembic_config(url), revision)
 
 
+@cache
 def head_revision() -> str | None:
+    """The code's head revision. Read once a process: finding it parses every migration
+    script (18 ms, which every /readyz paid), and the scripts do not change under a running
+    process."""
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
