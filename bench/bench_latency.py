@@ -23,7 +23,9 @@ the median gives the items per second a trainer sees over HTTP for an all-cached
 18's target: 5,000; bench_throughput.py measures the same path in-process, without HTTP).
 Each of those is paired with the same batch asking for rewards only (`?verdicts=false`), the
 two taking turns going first; that figure is shown beside the full one. Both are timed until
-the answer's last byte arrives, not parsed.
+the answer's last byte arrives, not parsed. Last, it times `GET /healthz` (the HTTP hop and the
+service's middlewares, nothing else): the part of the budget above the tier that no request can
+spend on anything else, on this machine.
 `--layout postgres` runs the API and a worker as compose runs them, on a PostgreSQL database and
 a redis-server of the run's own (bench_load.py's layout), with a trainer key.
 
@@ -146,7 +148,7 @@ def main() -> None:
         ours = measured[THIS_TREE]
         extra = cached_batch_figures(
             {THIS_TREE: ours["batch_s"], REWARDS_ONLY: ours["rewards_only_s"]}, len(batch)
-        )
+        ) | dict(ours["floor"])
         tier = tier_ms(smiles[50:])
         if args.baseline:
             extra["baseline"] = compared(args, measured, tier, len(batch))
@@ -209,6 +211,7 @@ def main() -> None:
                 n_cached = max(args.n, 100)
                 cached = [post(smiles[50], "cached", n) for n in range(n_cached)]
                 batch_s = cached_batch_s({THIS_TREE: client}, batch)
+                floor = http_floor_ms(client)
         finally:
             os.killpg(dev.pid, signal.SIGINT)
             dev.wait(timeout=60)
@@ -222,7 +225,7 @@ def main() -> None:
                 f"{len(keyless[label])} requests)"
             )
             auth[f"auth_added_{label}_median_ms"] = round(with_key - without, 3)
-    extra = auth | cached_batch_figures(batch_s, len(batch))
+    extra = auth | cached_batch_figures(batch_s, len(batch)) | floor
     report(args, fresh, cached, in_request, smiles, tier_ms(smiles[50:]), load_before, extra)
 
 
@@ -231,11 +234,11 @@ THIS_TREE = "this tree"
 
 def side_by_side(
     args: argparse.Namespace, smiles: list[str], batch: list[str]
-) -> dict[str, dict[str, list[float]]]:
+) -> dict[str, dict[str, Any]]:
     """Latencies of this tree's service, and with --baseline of REF's beside it, on the layout
     (bench_load.py's): {label: {"fresh": ms, "cached": ms, "tier": ms, "batch_s": seconds}}
     ("tier": the tier's wall time in each fresh request), this tree's with "rewards_only_s"
-    (`cached_batch_s`)."""
+    (`cached_batch_s`) and "floor" (`http_floor_ms`)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_load import embedded, postgres
     from bench_throughput import exported
@@ -257,6 +260,7 @@ def side_by_side(
             )
         fresh, cached, in_request = timed_requests(clients, smiles, args.n)
         batch_s = cached_batch_s(clients, batch)
+        floor = http_floor_ms(clients[THIS_TREE])
     measured = {
         label: {
             "fresh": fresh[label], "cached": cached[label], "tier": in_request[label],
@@ -265,6 +269,7 @@ def side_by_side(
         for label in clients
     }  # fmt: skip
     measured[THIS_TREE]["rewards_only_s"] = batch_s[REWARDS_ONLY]
+    measured[THIS_TREE]["floor"] = floor
     return measured
 
 
@@ -373,6 +378,21 @@ def cached_batch_figures(times: dict[str, list[float]], size: int) -> dict[str, 
     }
 
 
+def http_floor_ms(client: httpx.Client, n: int = 300) -> dict[str, float]:
+    """The HTTP hop's own median, ms: `GET /healthz` (the client, the server, the service's
+    middlewares; no database, no authentication). It is part of every request's latency, and
+    so of what the budget above the tier's time must hold."""
+    for _ in range(30):
+        client.get("/healthz")
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        response = client.get("/healthz")
+        times.append((time.perf_counter() - t0) * 1000)
+        assert response.status_code == 200, response.text
+    return {"http_floor_healthz_median_ms": round(statistics.median(times), 3)}
+
+
 def timed_requests(
     clients: dict[str, httpx.Client], smiles: list[str], n: int
 ) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, list[float]]]:
@@ -442,6 +462,12 @@ def report(
         f"target at most +{budget:g} ms:",
         "MET" if own_median <= budget else "MISSED",
     )
+    floor = extra.get("http_floor_healthz_median_ms")
+    if floor is not None:
+        print(
+            f"HTTP hop alone (/healthz)      : {floor:7.2f} ms (median; of the +{budget:g} ms, "
+            f"{budget - floor:.2f} ms are left for the rest)"
+        )
     figures: dict[str, object] = {
         "layout": args.layout,
         "load_average": load,
