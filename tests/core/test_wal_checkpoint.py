@@ -8,6 +8,7 @@ the log, or copied into the database file."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from verifier_service.app import _wal_checkpointer
-from verifier_service.core.checkpoint import WalCheckpointer
+from verifier_service.core.checkpoint import RESTART_WAIT_S, WalCheckpointer
 from verifier_service.core.db import make_engine, sqlite_path
 from verifier_service.settings import get_settings
 
@@ -55,23 +56,86 @@ def test_commits_leave_the_log_to_the_background_checkpoint(
     assert path.stat().st_size < 100 * PAGE
     assert _log_pages(path) > PAGES
 
-    checkpointer = WalCheckpointer(str(path), every_s=0.05)
+    checkpointer = _CountedRounds(str(path), every_s=0.05)
     checkpointer.start()
     deadline = time.monotonic() + 10
     while path.stat().st_size < PAGES * PAGE and time.monotonic() < deadline:
         time.sleep(0.05)
     assert path.stat().st_size >= PAGES * PAGE  # the thread copied it
     # The log was long, so the thread made it start over: the next commits reuse it from
-    # the beginning instead of growing it.
+    # the beginning instead of growing it. (The copy is seen before the round that made it
+    # has ended: two more ends, and one whole round has run since.)
+    assert checkpointer.rounds_ended(2, timeout_s=10)
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO scratch (b) VALUES (x'00')"))
-    time.sleep(0.2)
+    checkpointer.stop()  # (the probe's checkpoint would find the thread's running: -1)
     probe = sqlite3.connect(path)
     _, in_log, _ = probe.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
     probe.close()
     assert 0 <= in_log < 50
-    checkpointer.stop()
     engine.dispose()
+
+
+class _CountedRounds(WalCheckpointer):
+    """The background checkpoint, telling the test when its rounds end."""
+
+    def __init__(self, path: str, every_s: float) -> None:
+        super().__init__(path, every_s)
+        self._ended = 0
+        self._changed = threading.Condition()
+
+    def checkpoint(self, connection: sqlite3.Connection) -> None:
+        super().checkpoint(connection)
+        with self._changed:
+            self._ended += 1
+            self._changed.notify_all()
+
+    def rounds_ended(self, n: int, timeout_s: float) -> bool:
+        """Wait until `n` more rounds have ended; whether they did within `timeout_s`."""
+        with self._changed:
+            target = self._ended + n
+            return self._changed.wait_for(lambda: self._ended >= target, timeout_s)
+
+
+def test_a_long_log_starts_over_though_a_reader_holds_back_the_copy(
+    settings_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Under a steady stream of requests the PASSIVE round seldom copies the whole log: a
+    request still reading an older snapshot holds back the pages committed after it. Then the
+    log would not start over and would grow to the safety limit. The RESTART round that
+    follows a long log waits for that reader (`RESTART_WAIT_S`) and copies the rest."""
+    path = tmp_path / "rows.db"
+    engine = make_engine(f"sqlite:///{path}")
+    _write_pages(engine)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM scratch").fetchone()  # its snapshot: the log so far
+    _commit_a_row(engine)  # after that snapshot: the PASSIVE round may not copy it
+    connection = sqlite3.connect(path, timeout=RESTART_WAIT_S, isolation_level=None)
+
+    class ReaderEndsAfterThePassiveRound:
+        """The round's connection; the reader's request ends as the PASSIVE copy ends."""
+
+        def execute(self, sql: str) -> sqlite3.Cursor:
+            cursor = connection.execute(sql)
+            if "PASSIVE" in sql:
+                row = cursor.fetchone()
+                reader.execute("COMMIT")
+                return connection.execute("SELECT ?, ?, ?", row)
+            return cursor
+
+    WalCheckpointer(str(path), every_s=1).checkpoint(ReaderEndsAfterThePassiveRound())  # type: ignore[arg-type]
+    _commit_a_row(engine)
+    _, in_log, _ = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    reader.close()
+    connection.close()
+    engine.dispose()
+    assert 0 <= in_log < 50
+
+
+def _commit_a_row(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO scratch (b) VALUES (x'00')"))
 
 
 def test_set_to_0_commits_checkpoint_as_sqlite_does(
