@@ -68,6 +68,27 @@ def test_twenty_reviewers_take_every_unit_once_and_never_beyond_overlap(
     assert live == 30
 
 
+def test_a_reviewer_asking_while_another_takes_the_last_unit_but_one_is_given_the_last(
+    review_db: ReviewDb,
+) -> None:
+    """The claim passes over tasks other requests hold locked; when nothing else is left it waits
+    for that lock instead of telling the reviewer the queue is empty (CI once ended a 20-reviewer
+    run with a unit nobody took)."""
+    policy = review_db.policy(overlap=2)
+    review_db.job(policy, 1)
+    with ThreadPoolExecutor(1) as pool:
+        with transaction() as session:
+            first = service.next_task(session, "yan", queue_of(policy))
+            assert first is not None
+            asked = pool.submit(tx, service.next_task, "xia", queue_of(policy))
+            time.sleep(0.5)
+            assert not asked.done()  # waiting for yan's claim to commit, not answered "nothing"
+        second = asked.result(timeout=10)
+    assert second is not None
+    assert second.task.task_id == first.task.task_id
+    assert tx(service.next_task, "zoe", queue_of(policy)) is None  # both units taken now
+
+
 def test_overlap_three_gives_exactly_three_answers_under_concurrent_submits(
     review_db: ReviewDb,
 ) -> None:

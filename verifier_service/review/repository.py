@@ -101,13 +101,20 @@ def _claimable(queue: str, reviewer: str, gold: bool) -> Select[Any]:
     )
 
 
-def claim(session: Session, queue: str, reviewer: str, *, gold: bool) -> ReviewTask | None:
-    """Take one unit of the oldest task this reviewer may take, in one statement."""
+def claim(
+    session: Session, queue: str, reviewer: str, *, gold: bool, wait: bool = False
+) -> ReviewTask | None:
+    """Take one unit of the oldest task this reviewer may take, in one statement.
+
+    By default a task another transaction holds locked is passed over, so reviewers never queue
+    behind each other. With `wait` the claim waits for those locks instead and looks at the
+    task again once they are released (PostgreSQL, read committed): it finds a unit that was
+    only locked, not gone."""
     chosen = (
         _claimable(queue, reviewer, gold)
         .order_by(ReviewTask.created_at, ReviewTask.id)
         .limit(1)
-        .with_for_update(skip_locked=True)
+        .with_for_update(skip_locked=not wait)
         .scalar_subquery()
     )
     taken, overlap = ReviewTask.taken, ReviewTask.overlap

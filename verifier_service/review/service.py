@@ -127,14 +127,24 @@ def next_task(session: Session, reviewer: str, queue: str) -> LeaseView | None:
 
 
 def _claim(session: Session, queue: str, reviewer: str, *, gold: bool) -> ReviewTask | None:
-    """Claim a task; when the same reviewer's other request (a second tab) leased it between
-    this statement's snapshot and its row lock, give the unit back and claim again (this new
-    statement sees that lease)."""
-    task = repository.claim(session, queue, reviewer, gold=gold)
-    if task is not None and repository.holds(session, task.id, reviewer):
-        repository.give_back(session, Counter({task.id: 1}))
-        task = repository.claim(session, queue, reviewer, gold=gold)
-    return task
+    """Claim a task, passing over those other reviewers' requests hold locked; when every task
+    left was locked, claim again waiting for the locks, so "nothing left" is never said of a
+    unit another reviewer was only in the middle of taking (the last units of a queue).
+
+    When the same reviewer's other request (a second tab) leased the task between the claim's
+    snapshot and its row lock, give the unit back and claim again: each new statement sees the
+    leases committed before it, so this ends."""
+    wait = False
+    while True:
+        task = repository.claim(session, queue, reviewer, gold=gold, wait=wait)
+        if task is None:
+            if wait:
+                return None
+            wait = True
+        elif repository.holds(session, task.id, reviewer):
+            repository.give_back(session, Counter({task.id: 1}))
+        else:
+            return task
 
 
 def _own_lease(session: Session, lease_id: str, reviewer: str) -> ReviewLease:
