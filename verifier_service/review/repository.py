@@ -2,7 +2,9 @@
 
 A claim is one statement: `UPDATE review_tasks SET taken = taken + 1 WHERE id = (SELECT ...
 FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id`. On PostgreSQL concurrent reviewers skip each
-other's locked rows, and a row changed by a claim that committed meanwhile is rechecked
+other's locked rows; when every row left is locked, the service claims again without SKIP
+LOCKED, waiting for those locks, so a unit another request is only in the middle of taking is
+never reported as "nothing left". A row changed by a claim that committed meanwhile is rechecked
 (`taken < overlap`) on its newest version. On SQLite every transaction begins IMMEDIATE
 (core/db.py), so claims run one at a time. `taken` counts answers plus live leases; a lease that
 expires, is released or skipped gives its unit back. Row locks are always taken lease first,
