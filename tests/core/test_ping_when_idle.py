@@ -5,15 +5,18 @@ transaction sees."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 
 import psycopg
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Column, Engine, Integer, MetaData, Table, func, select, text
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from verifier_service.core.db import is_transient, make_engine, with_retries
+from verifier_service.core.rows import COPY_MIN_ROWS, insert_rows, pipelined
 from verifier_service.settings import get_settings
 
 IDLE_S = 0.3
@@ -62,3 +65,41 @@ def test_a_connection_used_a_moment_ago_fails_once_and_the_retry_gets_a_new_one(
     # That failure invalidated the pool; what callers do with a transient error (try again)
     # gets a live connection at once.
     assert with_retries(lambda: _backend_pid(engine), retries=1, first_delay_s=0) != old
+
+
+def test_a_copy_or_pipeline_on_a_connection_broken_a_moment_ago_fails_once_and_is_retried(
+    broken_pooled_connection: tuple[Engine, int],
+) -> None:
+    """COPY and pipelines run on the driver's connection, past SQLAlchemy's own error handling:
+    their failure on a dead connection is still a transient error, and the retry gets a live
+    connection and stores every row."""
+    engine, _ = broken_pooled_connection
+    table = Table("copied", MetaData(), Column("n", Integer, primary_key=True))
+    with make_engine(engine.url.render_as_string(hide_password=False)).begin() as conn:
+        table.create(conn)  # on another engine: the broken connection is the test's
+
+    def write(first: int, count: int) -> None:
+        with Session(engine) as session, session.begin():
+            with pipelined(session, count):
+                insert_rows(session, table, [{"n": first + i} for i in range(count)])
+
+    for first, count in ((0, COPY_MIN_ROWS), (1000, 3)):  # by COPY, then in a pipeline
+        if first:
+            _break(engine)
+        with pytest.raises(OperationalError) as failed:
+            write(first, count)
+        assert is_transient(failed.value)
+        with_retries(functools.partial(write, first, count), retries=1, first_delay_s=0)
+    with engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(table)) == COPY_MIN_ROWS + 3
+
+
+def _break(engine: Engine) -> None:
+    """Close, on the server's side, the connection the pool hands out next."""
+    pid = _backend_pid(engine)
+    plain = engine.url.render_as_string(hide_password=False)
+    with psycopg.connect(
+        plain.replace("postgresql+psycopg://", "postgresql://"), autocommit=True
+    ) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    time.sleep(0.05)
