@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tiers.base import Candidate, Tier, VerdictStatus
-from tiers.chem.fast import COMPONENTS, REFERENCE_FP_CACHE, ChemFastTier, _reference_fp
+from tiers.chem.fast import REFERENCE_FP_CACHE, ChemFastTier, _reference_fp
+from tiers.chem.fast_config import COMPONENTS
 from tiers.registry import get_tier
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
