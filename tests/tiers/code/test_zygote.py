@@ -214,7 +214,10 @@ def test_each_candidate_is_a_fresh_process_with_only_its_own_fds_and_random_stat
 # Run as root in the container from the host (docker exec): SIGKILL, as the kernel's OOM killer
 # would, the zygote (argv "zygote") or the candidate's process it forked ahead of the job (argv
 # "candidate") once the judge has started it; print its pid. Both have the zygote's command
-# line: the zygote is the first of them, the candidate's process the last.
+# line: the zygote is the first of them (root); the candidate's process is the one that runs as
+# the candidate's uid. (Not merely the last: for a moment after the container starts, the last
+# may be the zygote's middle process, still root, whose death loses the zygote: 2 runs in 34
+# killed it, and the job's later candidates were not the zygote's.)
 KILL_FORKED = (
     "import os, sys, time\n"
     "def read(p, name):\n"
@@ -223,7 +226,10 @@ KILL_FORKED = (
     "    except OSError:\n"
     "        return b''\n"
     "mark = b'-c\\x00\\x22\\x22\\x22The zygote:'\n"
-    "wanted = {'zygote': 1, 'candidate': 2}[sys.argv[1]]\n"
+    "uid = {'zygote': b'0', 'candidate': b'1000'}[sys.argv[1]]\n"
+    "def runs_as(p):\n"  # the real uid, from /proc/<pid>/status
+    "    lines = [l for l in read(p, 'status').splitlines() if l.startswith(b'Uid:')]\n"
+    "    return lines[0].split()[1] if lines else None\n"
     "deadline = time.monotonic() + 10\n"
     "def started(p):\n"  # clock ticks after boot; None once the process is gone
     "    fields = read(p, 'stat').rsplit(b')', 1)[-1].split()\n"
@@ -231,9 +237,10 @@ KILL_FORKED = (
     "pid = None\n"
     "while pid is None and time.monotonic() < deadline:\n"
     "    marked = [p for p in os.listdir('/proc') if p.isdigit() and mark in read(p, 'cmdline')]\n"
-    "    found = sorted((started(p), int(p)) for p in marked if started(p) is not None)\n"
-    "    if len(found) >= wanted:\n"
-    "        pid = found[0][1] if wanted == 1 else found[-1][1]\n"
+    "    found = [(started(p), int(p)) for p in marked if runs_as(p) == uid]\n"
+    "    found = sorted((tick, p) for tick, p in found if tick is not None)\n"
+    "    if found:\n"
+    "        pid = found[0][1]\n"
     "        try:\n"
     "            os.kill(pid, 9)\n"
     "        except ProcessLookupError:\n"  # it ended between the listing and the kill: again

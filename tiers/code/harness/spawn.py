@@ -117,8 +117,23 @@ def _from_zygote(fds: list[int]) -> int | None:
         pass
     if len(answer) < 5 or answer[4:] != b"k":
         _lose_zygote()
+        _kill_stray(answer)
         return None
     return int.from_bytes(answer[:4], "big")
+
+
+def _kill_stray(answer: bytes) -> None:
+    """The zygote died (the OOM killer's pick) after its middle process had forked the
+    candidate's process and sent its pid, before the zygote's b"k". That process holds the
+    same pipes as the one the judge makes in its place and would race it for the job: kill it
+    before anything is written to them. (It is PID 1's child once the middle exits; the judge
+    reaps it.)"""
+    pid = int.from_bytes(answer[:4], "big") if len(answer) >= 4 else 0
+    if pid > 0:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
 
 
 def _high_dup(fd: int) -> int:
