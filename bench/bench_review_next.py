@@ -14,6 +14,10 @@ reviewer's claims, as people reading a task do.
     .venv/bin/python bench/bench_review_next.py --db postgresql [--tasks 100000] [--reviewers 20]
     .venv/bin/python bench/bench_review_next.py --db sqlite --tasks 20000
 
+With fewer tasks than the claims ask for (`--tasks 200`), the queue runs dry: each reviewer
+stops at its first "nothing left", and the run checks that no unit was left untaken then (the
+claim must not call a queue empty while another reviewer is only taking a unit).
+
 Prints p50/p95/p99/max of next_task in ms, claims per second, and checks that no task was
 leased beyond its overlap. Target: p95 < 50 ms with 20 reviewers on 100,000 tasks (PostgreSQL).
 """
@@ -91,35 +95,42 @@ def seed(n: int, queue: str) -> None:
             conn.commit()
 
 
-def run(reviewers: int, claims: int, queue: str, think_s: float = 0.0) -> list[float]:
+def run(reviewers: int, claims: int, queue: str, think_s: float = 0.0) -> tuple[list[float], int]:
+    """Each reviewer's next_task latencies (ms), all together; and how many reviewers were told
+    nothing was left (the queue ran dry for them: they stop asking)."""
     latencies: list[float] = []
+    dry = 0
     lock = threading.Lock()
     start = threading.Barrier(reviewers)
 
     def reviewer(index: int) -> None:
+        nonlocal dry
         name = f"bench-reviewer-{os.getpid()}-{index}"
         mine = []
         start.wait()
+        view = None
         for _ in range(claims):
             t0 = time.perf_counter()
             with transaction() as session:
                 view = service.next_task(session, name, queue)
             mine.append((time.perf_counter() - t0) * 1000)
-            assert view is not None
+            if view is None:
+                break
             if think_s:  # a person reads the task before asking again (jittered)
                 time.sleep(random.uniform(0.5, 1.5) * think_s)
         with lock:
             latencies.extend(mine)
+            dry += view is None
 
     threads = [threading.Thread(target=reviewer, args=(i,)) for i in range(reviewers)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return latencies
+    return latencies, dry
 
 
-def _process(args: tuple[str, int, int, str, float]) -> list[float]:
+def _process(args: tuple[str, int, int, str, float]) -> tuple[list[float], int]:
     """One process of reviewer threads (an API process of its own), on the same database."""
     url, reviewers, claims, queue, think_s = args
     os.environ["VERIFIER_DATABASE__URL"] = url
@@ -131,10 +142,10 @@ def _process(args: tuple[str, int, int, str, float]) -> list[float]:
 
 def run_processes(
     url: str, procs: int, reviewers: int, claims: int, queue: str, think_s: float
-) -> list[float]:
+) -> tuple[list[float], int]:
     with multiprocessing.get_context("spawn").Pool(procs) as pool:
         parts = pool.map(_process, [(url, reviewers // procs, claims, queue, think_s)] * procs)
-    return [x for part in parts for x in part]
+    return [x for part, _ in parts for x in part], sum(dry for _, dry in parts)
 
 
 def main() -> None:
@@ -165,17 +176,22 @@ def main() -> None:
         print(f"seeded {args.tasks} tasks on {args.db} in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
         if args.procs > 1:
-            latencies = run_processes(
+            latencies, dry = run_processes(
                 url, args.procs, args.reviewers, args.claims, "bench", args.think_ms / 1000
             )
         else:
             run(args.reviewers, 2, "bench")  # warm the connection pool and caches
             t0 = time.perf_counter()
-            latencies = run(args.reviewers, args.claims, "bench", args.think_ms / 1000)
+            latencies, dry = run(args.reviewers, args.claims, "bench", args.think_ms / 1000)
         elapsed = time.perf_counter() - t0
         with transaction() as session:
             leased = Counter(session.scalars(select(ReviewLease.task_id)))
         assert max(leased.values()) <= 2, "a task was leased beyond its overlap"
+        untaken = 2 * args.tasks - sum(leased.values())
+        if dry == args.reviewers:  # every reviewer was told nothing was left: nothing may be
+            assert untaken == 0, f"{untaken} unit(s) never taken, yet the queue said it was dry"
+        if dry:
+            print(f"the queue ran dry for {dry} reviewer(s); units never taken: {untaken}")
         q = statistics.quantiles(latencies, n=100)
         print(
             f"{args.db}: {args.reviewers} reviewers ({args.procs} process(es), think "
