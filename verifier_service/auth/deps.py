@@ -21,7 +21,7 @@ from verifier_service.auth import csrf, limits
 from verifier_service.auth import service as auth
 from verifier_service.auth.errors import NotAuthenticatedError
 from verifier_service.auth.schemas import ALL_ROLES, AuthenticatedPrincipal, Role
-from verifier_service.core.db import transaction
+from verifier_service.core.db import retried_transaction
 from verifier_service.core.deps import PRINTABLE, SettingsDep
 from verifier_service.core.notify import sync_client
 from verifier_service.settings import Settings, get_settings
@@ -104,14 +104,12 @@ def principal_of(
         limiter = rate_limiter(settings.broker_url)
         cached = limiter.cached(key_hash)
         if cached is None:
-            with transaction() as session:
-                cached = auth.authenticate_key(session, value)
+            cached = retried_transaction(lambda session: auth.authenticate_key(session, value))
             limiter.remember(key_hash, cached)
         auth.check_not_expired(cached, prefix)
         principal = cached
     else:
-        with transaction() as session:
-            found = auth.web_session_principal(session, value)
+        found = retried_transaction(lambda session: auth.web_session_principal(session, value))
         if found is None:
             raise NotAuthenticatedError(
                 "session expired or signed out", reason="expired", hint="sign in at /signin"

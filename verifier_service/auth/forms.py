@@ -24,7 +24,7 @@ from verifier_service.auth.deps import (
 )
 from verifier_service.auth.errors import NotAuthenticatedError
 from verifier_service.auth.schemas import ALL_ROLES, AuthenticatedPrincipal, Role
-from verifier_service.core.db import transaction
+from verifier_service.core.db import retried_transaction
 from verifier_service.core.deps import SettingsDep
 
 
@@ -55,8 +55,7 @@ class FormRoleCheck(RoleCheck):
                     "missing or invalid CSRF token", reason="csrf",
                     hint="reload the page and send the form again",
                 )  # fmt: skip
-            with transaction() as session:
-                found = auth.web_session_principal(session, token)
+            found = retried_transaction(lambda s: auth.web_session_principal(s, token))
             if found is None:
                 raise NotAuthenticatedError(
                     "session expired or signed out", reason="expired", hint="sign in at /signin"

@@ -240,3 +240,17 @@ def with_retries(
             time.sleep(delay)
             delay *= 2
     raise AssertionError("unreachable")
+
+
+def retried_transaction(
+    work: Callable[[Session], T], *, retries: int = 2, first_delay_s: float = 0.1
+) -> T:
+    """`work(session)` in a transaction of its own that commits on success; run again, in a new
+    transaction, when the database lost the connection or a race (`with_retries`). For a
+    request's short reads and writes: nothing of a failed try was stored."""
+
+    def attempt() -> T:
+        with transaction() as session:
+            return work(session)
+
+    return with_retries(attempt, retries=retries, first_delay_s=first_delay_s)

@@ -3,9 +3,8 @@ items, adjudicate disagreements, pause reviewers and export answers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Response
 from fastapi.responses import StreamingResponse
@@ -13,7 +12,7 @@ from pydantic import BaseModel
 
 from tiers.human import QUEUE_PATTERN
 from verifier_service.auth.deps import OperatorPrincipal, ReviewerPrincipal
-from verifier_service.core.db import transaction, with_retries
+from verifier_service.core.db import retried_transaction
 from verifier_service.core.deps import PRINTABLE, SessionDep
 from verifier_service.review import export, service
 from verifier_service.review.schemas import (
@@ -31,23 +30,11 @@ from verifier_service.review.schemas import (
 
 router = APIRouter(prefix="/v1/review", tags=["review"])
 
-T = TypeVar("T")
 QueueName = Annotated[str, Path(pattern=QUEUE_PATTERN)]
 #: A queue to filter by (what no queue can be named is a 422, not a lookup).
 QueueFilter = Annotated[str | None, Query(pattern=QUEUE_PATTERN, description="Only this queue.")]
 LeaseId = Annotated[str, Path(min_length=1, max_length=64)]
 ReviewerName = Annotated[str, Path(min_length=1, max_length=128)]
-
-
-def _write(work: Callable[[Any], T]) -> T:
-    """Run `work(session)` in a transaction that commits before the response (retried when
-    the database loses a race or the connection)."""
-
-    def attempt() -> T:
-        with transaction() as session:
-            return work(session)
-
-    return with_retries(attempt, retries=2, first_delay_s=0.1)
 
 
 class ExpiresOut(BaseModel):
@@ -74,7 +61,7 @@ def list_queues(session: SessionDep, principal: ReviewerPrincipal) -> list[Queue
 )
 def next_task(queue: QueueName, principal: ReviewerPrincipal) -> LeaseView | Response:
     """Lease the next task of a queue (204 when nothing is left for you)."""
-    view = _write(lambda s: service.next_task(s, principal.name, queue))
+    view = retried_transaction(lambda s: service.next_task(s, principal.name, queue))
     return Response(status_code=204) if view is None else view
 
 
@@ -87,14 +74,14 @@ def get_lease(lease_id: LeaseId, session: SessionDep, principal: ReviewerPrincip
 @router.post("/leases/{lease_id}/heartbeat")
 def heartbeat(lease_id: LeaseId, principal: ReviewerPrincipal) -> ExpiresOut:
     """Keep a lease alive while you work on it; its new expiry."""
-    expires = _write(lambda s: service.heartbeat(s, lease_id, principal.name))
+    expires = retried_transaction(lambda s: service.heartbeat(s, lease_id, principal.name))
     return ExpiresOut(expires_at=expires)
 
 
 @router.put("/leases/{lease_id}/draft", status_code=204)
 def save_draft(lease_id: LeaseId, body: DraftIn, principal: ReviewerPrincipal) -> None:
     """Save your unfinished answer on the server (also keeps the lease alive)."""
-    _write(lambda s: service.save_draft(s, lease_id, principal.name, body.draft))
+    retried_transaction(lambda s: service.save_draft(s, lease_id, principal.name, body.draft))
 
 
 @router.post("/leases/{lease_id}/submit", status_code=204)
@@ -105,19 +92,21 @@ def submit(
     idempotency_key: Annotated[str, Header(min_length=1, max_length=200, pattern=PRINTABLE)],
 ) -> None:
     """Submit your answer; a retry with the same Idempotency-Key records it once."""
-    _write(lambda s: service.submit(s, lease_id, principal.name, body, idempotency_key))
+    retried_transaction(
+        lambda s: service.submit(s, lease_id, principal.name, body, idempotency_key)
+    )
 
 
 @router.post("/leases/{lease_id}/release", status_code=204)
 def release(lease_id: LeaseId, principal: ReviewerPrincipal) -> None:
     """Give the task back to the queue."""
-    _write(lambda s: service.release(s, lease_id, principal.name))
+    retried_transaction(lambda s: service.release(s, lease_id, principal.name))
 
 
 @router.post("/leases/{lease_id}/skip", status_code=204)
 def skip(lease_id: LeaseId, principal: ReviewerPrincipal) -> None:
     """Give the task back and never be offered it again."""
-    _write(lambda s: service.skip(s, lease_id, principal.name))
+    retried_transaction(lambda s: service.skip(s, lease_id, principal.name))
 
 
 @router.get("/stats/me")
@@ -132,13 +121,15 @@ def my_stats(session: SessionDep, principal: ReviewerPrincipal) -> ReviewerStats
 @router.post("/queues/{queue}/gold", status_code=201)
 def add_gold(queue: QueueName, body: GoldItemIn, principal: OperatorPrincipal) -> GoldItemOut:
     """Add an item with a known answer to a queue (mixed in at the queue's gold_rate)."""
-    return _write(lambda s: service.add_gold(s, queue, body, principal.name))
+    return retried_transaction(lambda s: service.add_gold(s, queue, body, principal.name))
 
 
 @router.put("/queues/{queue}/show-accuracy", status_code=204)
 def set_show_accuracy(queue: QueueName, body: ShowAccuracyIn, principal: OperatorPrincipal) -> None:
     """Let reviewers see their own gold accuracy (or not)."""
-    _write(lambda s: service.show_accuracy(s, queue, body.show_accuracy, principal.name))
+    retried_transaction(
+        lambda s: service.show_accuracy(s, queue, body.show_accuracy, principal.name)
+    )
 
 
 @router.get("/queues/{queue}/agreement")
@@ -164,7 +155,7 @@ def list_adjudications(
 @router.post("/adjudications/{task_id}", status_code=204)
 def adjudicate(task_id: LeaseId, body: AdjudicationIn, principal: OperatorPrincipal) -> None:
     """Decide a disagreement: final, and it completes the item."""
-    _write(lambda s: service.adjudicate(s, task_id, body, principal.name))
+    retried_transaction(lambda s: service.adjudicate(s, task_id, body, principal.name))
 
 
 @router.get("/reviewers")
@@ -176,13 +167,13 @@ def list_reviewers(session: SessionDep, _: OperatorPrincipal) -> list[ReviewerOu
 @router.post("/reviewers/{reviewer}/pause", status_code=204)
 def pause(reviewer: ReviewerName, principal: OperatorPrincipal) -> None:
     """Pause a reviewer: they get no more tasks."""
-    _write(lambda s: service.set_paused(s, reviewer, True, principal.name))
+    retried_transaction(lambda s: service.set_paused(s, reviewer, True, principal.name))
 
 
 @router.post("/reviewers/{reviewer}/unpause", status_code=204)
 def unpause(reviewer: ReviewerName, principal: OperatorPrincipal) -> None:
     """Let a paused reviewer take tasks again."""
-    _write(lambda s: service.set_paused(s, reviewer, False, principal.name))
+    retried_transaction(lambda s: service.set_paused(s, reviewer, False, principal.name))
 
 
 @router.get("/export.jsonl")

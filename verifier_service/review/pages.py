@@ -14,6 +14,7 @@ from fastapi import APIRouter, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
 from tiers.human import QUEUE_PATTERN
@@ -21,7 +22,7 @@ from verifier_service.auth import csrf
 from verifier_service.auth.deps import CSRF_COOKIE, PUBLIC, ReviewerPrincipal
 from verifier_service.auth.forms import ReviewerForm
 from verifier_service.auth.schemas import AuthenticatedPrincipal
-from verifier_service.core.db import transaction
+from verifier_service.core.db import retried_transaction, transaction
 from verifier_service.core.deps import SettingsDep
 from verifier_service.core.errors import DomainError, InvalidRequestError
 from verifier_service.review import render, service
@@ -206,8 +207,9 @@ def next_task_page(
 ) -> Response:
     """Take the next task of a queue (a lease) and go to its page; or say there is none."""
     try:
-        with transaction() as session:
-            view = service.next_task(session, principal.name, queue)
+        # Retried as the API's next is: a connection dropped since its last use, or a deadlock
+        # PostgreSQL ended (a claim may wait on another's row lock), costs the reviewer nothing.
+        view = retried_transaction(lambda s: service.next_task(s, principal.name, queue))
     except DomainError as exc:
         if exc.status_code == 404:
             return _message(request, settings, principal, "No such queue", exc.message,
@@ -228,8 +230,7 @@ def task_page(
 ) -> HTMLResponse:
     """One task under this reviewer's lease: guidelines, the item, verdicts and the rubric."""
     try:
-        with transaction() as session:
-            view = service.lease(session, lease_id, principal.name)
+        view = retried_transaction(lambda s: service.lease(s, lease_id, principal.name))
     except DomainError as exc:
         return _lease_problem(request, settings, principal, exc)
     return _page(request, settings, "task.html", principal=principal, **_task_context(view))
@@ -244,13 +245,16 @@ async def submit_form(
     key = form.get("submit_key")
     submit_key = key if isinstance(key, str) and 0 < len(key) <= 128 else uuid.uuid4().hex
 
+    def submit(session: Session) -> LeaseView:
+        view = service.lease(session, lease_id, principal.name)
+        n_steps = len(render.trajectory_steps(view.task.payload))
+        answer = answer_from_form(view.task.rubric, form, n_steps)
+        service.submit(session, lease_id, principal.name, answer, submit_key)
+        return view
+
     def record() -> Response:
         try:
-            with transaction() as session:
-                view = service.lease(session, lease_id, principal.name)
-                n_steps = len(render.trajectory_steps(view.task.payload))
-                answer = answer_from_form(view.task.rubric, form, n_steps)
-                service.submit(session, lease_id, principal.name, answer, submit_key)
+            view = retried_transaction(submit)  # the submit key makes a second try a no-op
         except DomainError as exc:
             if exc.status_code in (403, 404, 409):
                 return _lease_problem(request, settings, principal, exc)
@@ -270,10 +274,14 @@ def skip_form(
     request: Request, lease_id: LeaseId, settings: SettingsDep, principal: ReviewerForm
 ) -> Response:
     """Skip a task (the form without JavaScript), then the next task."""
+
+    def skip(session: Session) -> LeaseView:
+        view = service.lease(session, lease_id, principal.name)
+        service.skip(session, lease_id, principal.name)
+        return view
+
     try:
-        with transaction() as session:
-            view = service.lease(session, lease_id, principal.name)
-            service.skip(session, lease_id, principal.name)
+        view = retried_transaction(skip)
     except DomainError as exc:
         return _lease_problem(request, settings, principal, exc)
     return RedirectResponse(f"/review/{view.task.queue}", status_code=303)
