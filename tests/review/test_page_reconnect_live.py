@@ -1,8 +1,8 @@
-"""Through a live service on PostgreSQL and a real browser: a reviewer signed in with a cookie
-session takes a task and answers it on the pages without JavaScript while the service's
-database connections are dropped before each step (a restart, a failover). Every lookup and
-write of those requests is tried again on a new connection, as the JSON API's are: the reviewer
-sees their task and their answer recorded, not an error page."""
+"""Through a live service on PostgreSQL and a real browser: a reviewer signs in with a cookie
+session, takes a task, answers it on the pages without JavaScript and signs out, while the
+service's database connections are dropped before each step (a restart, a failover). Every
+lookup and write of those requests is tried again on a new connection, as the JSON API's are:
+the reviewer sees each page, not an error."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _waiting(client: httpx.Client, queue: str) -> int:
     return int(queues[queue]["waiting"]) if queue in queues else 0
 
 
-def test_a_reviewer_takes_and_answers_a_task_though_the_connections_drop_before_each_step(
+def test_a_reviewer_signs_in_answers_and_signs_out_though_the_connections_drop_each_time(
     service: Service, own_pg_url: str, browser: Any
 ) -> None:
     reviewer = f"rev-{uuid.uuid4().hex[:6]}"
@@ -77,7 +77,8 @@ def test_a_reviewer_takes_and_answers_a_task_though_the_connections_drop_before_
         tab.wait_for_url("**/signin?next=/review")
         tab.get_by_label("Username").fill(reviewer)
         tab.get_by_label("Password").fill(PASSWORD)
-        tab.get_by_role("button", name="Sign in").click()
+        assert _drop_the_services_connections(own_pg_url) >= 1
+        tab.get_by_role("button", name="Sign in").click()  # the password check, the session
         tab.wait_for_url("**/review")
 
         assert _drop_the_services_connections(own_pg_url) >= 1
@@ -92,6 +93,13 @@ def test_a_reviewer_takes_and_answers_a_task_though_the_connections_drop_before_
             tab.get_by_role("button", name="Submit").click()
         assert posted.value.status == 303  # recorded, then on to the queue's next task
         tab.wait_for_selector("text=No more tasks")
+
+        tab.goto(f"{service.base_url}/account")
+        assert _drop_the_services_connections(own_pg_url) >= 1
+        tab.get_by_role("button", name="Sign out").click()  # the session's row deleted
+        tab.wait_for_url("**/signin")
+        tab.goto(f"{service.base_url}/review")
+        tab.wait_for_url("**/signin?next=/review")  # signed out indeed
     finally:
         context.close()
 

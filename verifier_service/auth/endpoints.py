@@ -12,6 +12,7 @@ from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from sqlalchemy.orm import Session
 
 from verifier_service.auth import csrf, limits, service
 from verifier_service.auth.deps import (
@@ -30,7 +31,7 @@ from verifier_service.auth.schemas import (
     KeyOut,
     PrincipalOut,
 )
-from verifier_service.core.db import transaction
+from verifier_service.core.db import retried_transaction, transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.core.errors import InvalidRequestError
 from verifier_service.core.notify import sync_client
@@ -190,14 +191,13 @@ async def signin(
         page.headers["Retry-After"] = str(wait)
         return page
 
-    def check() -> str | None:
-        with transaction() as session:
-            principal = service.check_password(session, username, password)
-            if principal is None:
-                return None
-            return service.start_web_session(session, principal, settings.auth.session_ttl_s)
+    def check(session: Session) -> str | None:
+        principal = service.check_password(session, username, password)
+        if principal is None:
+            return None
+        return service.start_web_session(session, principal, settings.auth.session_ttl_s)
 
-    token = await run_in_threadpool(check)
+    token = await run_in_threadpool(retried_transaction, check)
     if token is None:
         await run_in_threadpool(throttle.failed, username, address)
         return again(400, "Wrong username or password.")
@@ -255,11 +255,12 @@ async def change_password(
 
     def change() -> str | None:
         try:
-            with transaction() as session:
-                service.change_password(
+            retried_transaction(
+                lambda session: service.change_password(
                     session, principal.name, current_password, new_password,
                     request.cookies.get(SESSION_COOKIE),
-                )  # fmt: skip
+                )
+            )  # fmt: skip
         except InvalidRequestError as exc:
             return exc.message
         return None
@@ -286,8 +287,7 @@ def signout(
                      error="This form expired. Please try again.")  # fmt: skip
     token = request.cookies.get(SESSION_COOKIE)
     if token:
-        with transaction() as session:
-            service.end_web_session(session, token)
+        retried_transaction(lambda session: service.end_web_session(session, token))
     response = RedirectResponse("/signin", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/", secure=settings.auth.cookie_secure,
                            httponly=True, samesite="lax")  # fmt: skip

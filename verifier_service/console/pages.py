@@ -18,7 +18,7 @@ from verifier_service.console.calibration_endpoints import router as calibration
 from verifier_service.console.endpoints import JobId
 from verifier_service.console.endpoints import router as api_router
 from verifier_service.console.schemas import JobQuery, Window
-from verifier_service.core.db import transaction
+from verifier_service.core.db import retried_transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.ladder.dispatch import deliver
 from verifier_service.review.pages import CSP
@@ -88,8 +88,7 @@ def job_page(
 @pages.post("/console/jobs/{job_id}/cancel")
 def cancel_form(job_id: JobId, principal: OperatorForm) -> RedirectResponse:
     """The job page's Cancel button (a plain form): cancel, then back to the job page."""
-    with transaction() as session:
-        outgoing = service.cancel(session, job_id, principal.name)
+    outgoing = retried_transaction(lambda session: service.cancel(session, job_id, principal.name))
     deliver(outgoing)
     return RedirectResponse(f"/console/jobs/{job_id}", status_code=303)
 
