@@ -28,7 +28,7 @@ def readyz() -> JSONResponse:
     """The database (migrated) and the broker answer."""
     checks: dict[str, Any] = {}
     try:
-        ensure_migrated(get_engine())  # one round trip: reads the schema's revision
+        ensure_migrated(get_engine())  # reading the schema's revision shows the database is up
         checks["database"] = "ok"
     except Exception as exc:
         checks["database"] = mask_secrets(f"error: {exc}")

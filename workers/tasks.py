@@ -12,9 +12,10 @@ from typing import Any
 
 import structlog
 from celery import Task
+from sqlalchemy.orm import Session
 
 from tiers.registry import TIER_PATHS
-from verifier_service.core.db import transaction, with_retries
+from verifier_service.core.db import retried_transaction, transaction
 from verifier_service.core.notify import sync_client
 from verifier_service.ladder import dispatch
 from verifier_service.ladder.execute import TierRun, execute, sent_keys
@@ -59,12 +60,12 @@ def _deliveries(task_id: str | None) -> int:
 def _commit(work: Any) -> None:
     """Stage a ladder pass's result in its transaction (retried), then send it."""
 
-    def attempt() -> dispatch.Outgoing:
-        with transaction() as session:
-            result: LadderResult = work(session)
-            return dispatch.stage(session, result)
+    def stage(session: Session) -> dispatch.Outgoing:
+        result: LadderResult = work(session)
+        return dispatch.stage(session, result)
 
-    dispatch.deliver(with_retries(attempt, retries=get_settings().worker.db_retries))
+    retries = get_settings().worker.db_retries
+    dispatch.deliver(retried_transaction(stage, retries=retries, first_delay_s=0.5))
 
 
 def verify(
@@ -101,12 +102,11 @@ def verify(
 
     known = sent_keys(tier_name, item_ids, keys, tier_version)
 
-    def prepare() -> TierRun | None:
-        with transaction() as session:
-            return prepare_tier_run(session, tier_name, kind, step, item_ids, worker, known)
+    def prepare(session: Session) -> TierRun | None:
+        return prepare_tier_run(session, tier_name, kind, step, item_ids, worker, known)
 
     try:
-        run = with_retries(prepare, retries=settings.db_retries)
+        run = retried_transaction(prepare, retries=settings.db_retries, first_delay_s=0.5)
         if run is None:
             return
         # The tier runs outside any transaction: it may take minutes and must not hold locks.

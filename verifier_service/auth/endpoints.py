@@ -253,14 +253,15 @@ async def change_password(
         page.headers["Retry-After"] = str(wait)
         return page
 
+    def store(session: Session) -> None:
+        service.change_password(
+            session, principal.name, current_password, new_password,
+            request.cookies.get(SESSION_COOKIE),
+        )  # fmt: skip
+
     def change() -> str | None:
         try:
-            retried_transaction(
-                lambda session: service.change_password(
-                    session, principal.name, current_password, new_password,
-                    request.cookies.get(SESSION_COOKIE),
-                )
-            )  # fmt: skip
+            retried_transaction(store)
         except InvalidRequestError as exc:
             return exc.message
         return None

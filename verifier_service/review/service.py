@@ -127,9 +127,9 @@ def next_task(session: Session, reviewer: str, queue: str) -> LeaseView | None:
 
 
 def _claim(session: Session, queue: str, reviewer: str, *, gold: bool) -> ReviewTask | None:
-    """Claim a task, passing over those other reviewers' requests hold locked; when every task
-    left was locked, claim again waiting for the locks, so "nothing left" is never said of a
-    unit another reviewer was only in the middle of taking (the last units of a queue).
+    """Claim a task, passing over tasks other requests hold locked; when every task left was
+    locked, claim again waiting for the locks, so "nothing left" is never said of a unit another
+    reviewer was only in the middle of taking (the last units of a queue).
 
     When the same reviewer's other request (a second tab) leased the task between the claim's
     snapshot and its row lock, give the unit back and claim again: each new statement sees the
