@@ -31,11 +31,7 @@ def broken_pooled_connection(
     monkeypatch.setenv("VERIFIER_DATABASE__PING_AFTER_IDLE_S", str(IDLE_S))
     get_settings.cache_clear()
     engine = make_engine(own_pg_url)
-    old = _backend_pid(engine)
-    plain = own_pg_url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (old,))
-    time.sleep(0.05)  # the backend is gone before the test goes on
+    old = _break(engine)
     yield engine, old
     engine.dispose()
     get_settings.cache_clear()
@@ -94,12 +90,14 @@ def test_a_copy_or_pipeline_on_a_connection_broken_a_moment_ago_fails_once_and_i
         assert conn.scalar(select(func.count()).select_from(table)) == COPY_MIN_ROWS + 3
 
 
-def _break(engine: Engine) -> None:
-    """Close, on the server's side, the connection the pool hands out next."""
+def _break(engine: Engine) -> int:
+    """Close, on the server's side, the connection the pool hands out next (just used, so not
+    pinged before its next use); its backend's pid."""
     pid = _backend_pid(engine)
     plain = engine.url.render_as_string(hide_password=False)
     with psycopg.connect(
         plain.replace("postgresql+psycopg://", "postgresql://"), autocommit=True
     ) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    time.sleep(0.05)
+    time.sleep(0.05)  # the backend is gone before the test goes on
+    return pid

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -23,19 +24,19 @@ def _closed_port() -> int:
 
 
 @pytest.fixture
-def ready_at(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> Iterator[tuple[pytest.MonkeyPatch, str]]:
-    url = f"sqlite:///{tmp_path / 'ready.db'}"
-    monkeypatch.setenv("VERIFIER_DATABASE__URL", url)
-    yield monkeypatch, url
+def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """The settings' environment for a test; the service's settings and engine forgotten after."""
+    yield monkeypatch
     reset_engine_cache()
     monkeypatch.undo()
     get_settings.cache_clear()
 
 
-def _readyz(monkeypatch: pytest.MonkeyPatch, broker_url: str) -> tuple[int, dict[str, object]]:
-    monkeypatch.setenv("VERIFIER_BROKER__URL", broker_url)
+def _readyz(
+    env: pytest.MonkeyPatch, database_url: str, broker_url: str
+) -> tuple[int, dict[str, Any]]:
+    env.setenv("VERIFIER_DATABASE__URL", database_url)
+    env.setenv("VERIFIER_BROKER__URL", broker_url)
     get_settings.cache_clear()
     reset_engine_cache()
     # No lifespan (TestClient not entered): the app starts whatever state the database is in.
@@ -44,45 +45,46 @@ def _readyz(monkeypatch: pytest.MonkeyPatch, broker_url: str) -> tuple[int, dict
 
 
 def test_readyz_says_which_dependency_is_not_ready(
-    ready_at: tuple[pytest.MonkeyPatch, str], redis_url: str
+    env: pytest.MonkeyPatch, tmp_path: Path, redis_url: str
 ) -> None:
-    monkeypatch, url = ready_at
-    status, body = _readyz(monkeypatch, redis_url)
+    url = f"sqlite:///{tmp_path / 'ready.db'}"
+    status, body = _readyz(env, url, redis_url)
     assert status == 503
-    database = body["checks"]["database"]  # type: ignore[index]
-    assert "has no schema" in database
-    assert "verifier-service migrate" in database
-    assert body["checks"]["broker"] == "ok"  # type: ignore[index]
+    assert "has no schema" in body["checks"]["database"]
+    assert "verifier-service migrate" in body["checks"]["database"]
+    assert body["checks"]["broker"] == "ok"
 
     upgrade(url)
-    assert _readyz(monkeypatch, redis_url) == (
+    assert _readyz(env, url, redis_url) == (
         200,
         {"ready": True, "checks": {"database": "ok", "broker": "ok"}},
     )
 
-    status, body = _readyz(monkeypatch, f"redis://127.0.0.1:{_closed_port()}/0")
+    status, body = _readyz(env, url, f"redis://127.0.0.1:{_closed_port()}/0")
     assert status == 503
     assert body["ready"] is False
-    assert body["checks"]["database"] == "ok"  # type: ignore[index]
-    assert body["checks"]["broker"].startswith("error:")  # type: ignore[index]
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["broker"].startswith("error:")
 
 
-def test_readyz_names_an_unreachable_database_without_its_password(
-    monkeypatch: pytest.MonkeyPatch, redis_url: str
+def test_readyz_names_an_unmigrated_postgresql_without_its_password(
+    env: pytest.MonkeyPatch, own_pg_url: str, redis_url: str
 ) -> None:
-    port = _closed_port()
-    monkeypatch.setenv(
-        "VERIFIER_DATABASE__URL", f"postgresql+psycopg://svc:hunter2@127.0.0.1:{port}/v"
-    )
-    try:
-        status, body = _readyz(monkeypatch, redis_url)
-    finally:
-        reset_engine_cache()
-        monkeypatch.undo()
-        get_settings.cache_clear()
+    # The local server trusts its clients: the password is accepted, and ignored.
+    with_password = own_pg_url.replace("//postgres@", "//postgres:hunter2@")
+    assert with_password != own_pg_url
+    status, body = _readyz(env, with_password, redis_url)
     assert status == 503
-    database = body["checks"]["database"]  # type: ignore[index]
-    assert database.startswith("error:")
-    assert str(port) in database
+    database = body["checks"]["database"]
+    assert "has no schema" in database
+    assert "postgres:***@" in database  # the URL is named, its password masked
     assert "hunter2" not in database
-    assert body["checks"]["broker"] == "ok"  # type: ignore[index]
+
+
+def test_readyz_names_an_unreachable_database(env: pytest.MonkeyPatch, redis_url: str) -> None:
+    port = _closed_port()
+    status, body = _readyz(env, f"postgresql+psycopg://svc@127.0.0.1:{port}/v", redis_url)
+    assert status == 503
+    assert body["checks"]["database"].startswith("error:")
+    assert str(port) in body["checks"]["database"]
+    assert body["checks"]["broker"] == "ok"
