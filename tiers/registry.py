@@ -25,12 +25,16 @@ TIER_PATHS: dict[str, str] = {
     "chem.dft": "tiers.chem.dft:ChemDftTier",
     "code.sandbox": "tiers.code.sandbox:SandboxTier",
     "human": "tiers.human:HumanTier",
+    "answer": "tiers.text.answer:AnswerTier",
+    "format": "tiers.text.format:FormatTier",
+    "similarity": "tiers.text.similarity:SimilarityTier",
 }
 
 # tier family (the part of a tier name before the dot) -> "module:Class" of its settings model.
 SETTINGS_PATHS: dict[str, str] = {
     "chem": "tiers.chem.settings:ChemSettings",
     "code": "tiers.code.settings:SandboxSettings",
+    "answer": "tiers.text.settings:AnswerSettings",
 }
 
 SettingsT = TypeVar("SettingsT", bound=BaseModel)

@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tiers.chem.settings import ChemSettings
 from tiers.code.settings import SandboxSettings
+from tiers.text.settings import AnswerSettings
 
 
 class DatabaseSettings(BaseModel):
@@ -271,6 +272,13 @@ class WebhookSettings(BaseModel):
         "after this long without events, and reads the database again then (the slow fallback "
         "for a lost Redis notification).",
     )
+    stream_auth_check_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="An events stream checks again, this often, that the key or session that "
+        "opened it still holds (from the API's key cache: no database query for a key), and "
+        "closes once it is revoked, expired or signed out.",
+    )
 
     @field_validator("secret", mode="before")
     @classmethod
@@ -385,6 +393,7 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     chem: ChemSettings = Field(default_factory=ChemSettings)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
@@ -428,5 +437,5 @@ def configure_tiers(settings: Settings | None = None) -> None:
     from verifier_service.review.hooks import install_review_tier
 
     settings = settings or get_settings()
-    configure({"code": settings.sandbox, "chem": settings.chem})
+    configure({"code": settings.sandbox, "chem": settings.chem, "answer": settings.answer})
     install_review_tier()  # the `human` tier's work goes to the review queue
