@@ -20,6 +20,10 @@ SANDBOX_USER = "1000:1000"
 # needs to start the candidate under SANDBOX_USER's uid and to kill what the candidate leaves.
 JUDGE_USER = "0:0"
 JUDGE_CAPABILITIES = ["SETUID", "SETGID", "KILL"]
+# Writable scratch places besides the work dir, on a read-only root: SandboxFusion's programs
+# write /mnt/b or /tmp/x by absolute path. The candidate's own tmpfs each (the judge empties them
+# between candidates, harness/serve.py), noexec: only /work holds programs.
+SCRATCH_DIRS = ("/mnt", "/tmp")
 # Taken by runtime "auto" when the engine has it: a C runtime, it starts and deletes a
 # container with less CPU than runc (Go), which is what bounds throughput on a small machine.
 PREFERRED_RUNTIME = "crun"
@@ -28,6 +32,7 @@ PREFERRED_RUNTIME = "crun"
 def isolation_options(s: SandboxSettings, runtime: str) -> dict[str, Any]:
     """The locked-down host config of every sandbox container (docker-py create_host_config)."""
     uid, _, gid = SANDBOX_USER.partition(":")
+    scratch = f"size={s.tmpfs_mb}m,uid={uid},gid={gid},mode=0700,noexec"
     return {
         "runtime": runtime,
         "network_mode": "none",
@@ -36,6 +41,7 @@ def isolation_options(s: SandboxSettings, runtime: str) -> dict[str, Any]:
             # exec: compiled languages run the binary they build here (nosuid stays).
             "/work": f"size={s.tmpfs_mb}m,uid={uid},gid={gid},mode=0700,exec",
             "/judge": "size=16m,uid=0,gid=0,mode=0700",
+            **dict.fromkeys(SCRATCH_DIRS, scratch),
         },
         "mem_limit": f"{s.default_memory_mb}m",
         "memswap_limit": f"{s.default_memory_mb}m",

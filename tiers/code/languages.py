@@ -30,15 +30,41 @@ FAMILY_LABEL = "verifier-service.sandbox-family"
 # Every image has the harness's interpreter and pytest (the judge is Python).
 BASE_PACKAGES = ("python3-minimal", "python3-pytest")
 
+# Libraries SandboxFusion's images ship that its tests and common RL datasets import: requests
+# and numpy for Python, lodash for Node.js, javatuples for Java (docs/languages.md lists them).
 FAMILY_PACKAGES: dict[str, tuple[str, ...]] = {
-    "python": (),
+    "python": ("python3-requests", "python3-numpy"),
     "gcc": ("gcc", "g++", "libc6-dev"),
-    "node": ("nodejs", "node-typescript"),
+    "node": ("nodejs", "node-typescript", "node-lodash"),
     "go": ("golang-go",),
     # libc6-dev by name: rustc needs "libc-dev", a virtual package debootstrap cannot resolve.
     "rust": ("rustc", "libc6-dev"),
-    "java": ("default-jdk-headless",),
+    "java": ("default-jdk-headless", "libjavatuples-java"),
 }
+
+#: Jars on Java's class path at compile and run time (installed by the java family's packages).
+JAVA_CLASS_PATH = ".:/usr/share/java/javatuples.jar"
+
+# TypeScript runs as SandboxFusion runs it: its types are stripped, not checked (a type error,
+# or Node's globals without their declarations, never stops a run). typescript's own
+# transpileModule does it, with esModuleInterop so that `import x from "util"` finds the module;
+# only a syntax error stops the run, as a compile error with its diagnostics.
+_TS_TRANSPILE = """
+const ts = require("typescript"), fs = require("fs");
+const out = ts.transpileModule(fs.readFileSync("main.ts", "utf8"), {
+  fileName: "main.ts", reportDiagnostics: true,
+  compilerOptions: {target: ts.ScriptTarget.ES2020, module: ts.ModuleKind.CommonJS,
+                    esModuleInterop: true},
+});
+const errors = (out.diagnostics || []).filter(d => d.category === ts.DiagnosticCategory.Error);
+const host = {getCanonicalFileName: f => f, getCurrentDirectory: () => ".",
+              getNewLine: () => "\\n"};
+if (errors.length) {
+  process.stderr.write(ts.formatDiagnostics(errors, host));
+  process.exit(1);
+}
+fs.writeFileSync("main.js", out.outputText);
+"""
 
 
 @dataclass(frozen=True)
@@ -158,18 +184,7 @@ LANGUAGES: tuple[Language, ...] = (
         name="typescript",
         family="node",
         source="main.ts",
-        # Debian's tsc without @types/node: console is typed (lib dom), require/process are not.
-        compile=(
-            "tsc",
-            "--target",
-            "es2020",
-            "--module",
-            "commonjs",
-            "--skipLibCheck",
-            "--outDir",
-            ".",
-            "main.ts",
-        ),
+        compile=("node", "-e", _TS_TRANSPILE),
         run=("node", "main.js"),
         aliases=("ts",),
         compile_timeout_s=20.0,
@@ -207,6 +222,8 @@ LANGUAGES: tuple[Language, ...] = (
             "-J-XX:TieredStopAtLevel=1",
             "-encoding",
             "UTF-8",
+            "-cp",
+            JAVA_CLASS_PATH,
             "Main.java",
         ),
         # -ea: an assert-style main's `assert` statements run (the JVM skips them otherwise).
@@ -218,7 +235,7 @@ LANGUAGES: tuple[Language, ...] = (
             "-Xss64m",
             "-ea",
             "-cp",
-            ".",
+            JAVA_CLASS_PATH,
             "Main",
         ),
         compile_timeout_s=20.0,

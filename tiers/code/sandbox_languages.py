@@ -22,7 +22,7 @@ from tiers.code.attach import RunOutcome, SandboxInfraError
 from tiers.code.engine import SandboxUnavailableError, make_client
 from tiers.code.image import DEFAULT_SUITE, image_exists
 from tiers.code.languages import BASE_FAMILY, Language, family_tag
-from tiers.code.pool import SandboxPool, get_pool
+from tiers.code.pool import SandboxPool, get_pool, shutdown_pool
 from tiers.code.schemas import CodePayload, SandboxConfig
 from tiers.code.settings import SandboxSettings
 from tiers.code.verdicts import Limits, code_verdict, verdict_from_outcome
@@ -31,6 +31,10 @@ logger = logging.getLogger(__name__)
 
 # The judge's checker of an assert-style main: the program passes when it exits with 0.
 EXIT_ZERO_CHECKER = "def check(stdin, output, expected):\n    return True\n"
+
+# What the judge allows past a program's compile and run limits before it stops the candidate's
+# process itself: that process keeps the limits of each step (run_program).
+JUDGE_SLACK_S = 1.0
 
 _pools: dict[str, SandboxPool] = {}
 _pools_lock = threading.Lock()
@@ -127,6 +131,13 @@ def shutdown_language_pools() -> None:
 atexit.register(shutdown_language_pools)
 
 
+def shutdown_all_pools() -> None:
+    """Remove every warm container of this process, Python's pool and the languages' (for a
+    process that ends by a signal, where atexit handlers do not run: the API's lifespan)."""
+    shutdown_pool()
+    shutdown_language_pools()
+
+
 def compile_timeout(language: Language, asked: float | None, settings: SandboxSettings) -> float:
     """The compile time limit: the request's, else the language's, at most the setting's."""
     return min(asked or language.compile_timeout_s, settings.compile_max_timeout_s)
@@ -146,12 +157,23 @@ def run_program(
     compile_timeout_s: float,
     memory_mb: int,
 ) -> RunOutcome:
-    """Run one spec (mode run or io) for `language` in its family's pool."""
+    """Run one spec (mode run or io) for `language` in its family's pool.
+
+    Each limit is measured from the step it limits, by the candidate's process: the compile's
+    from the compiler's start, the run's from the program's. In mode run (`/run_code`) the
+    judge's deadline for the whole is only a backstop, JUDGE_SLACK_S past the sum, so that what
+    the candidate's process does before and between the steps (writing the files, starting the
+    compiler, reporting its result) never turns a compile past its limit into a run timeout
+    with no compile result.
+    """
+    compile_s = compile_timeout_s if language.compiled else 0.0
+    # mode io (the tier's cases) keeps its total as the judge's limit: its cases have their own.
+    slack = JUDGE_SLACK_S if spec.get("mode") == "run" else 0.0
     spec = dict(
         spec,
         lang=language.harness_spec(compile_timeout_s, memory_mb),
         run_timeout_s=run_timeout_s,
-        timeout_s=run_timeout_s + (compile_timeout_s if language.compiled else 0.0),
+        timeout_s=run_timeout_s + compile_s + slack,
     )
     pool = language_pool(language, settings)
     return pool.run(spec, spec["timeout_s"], container_memory_mb(language, memory_mb))

@@ -6,12 +6,17 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from tiers.code.languages import BASE_FAMILY, family_tag
+
 
 class SandboxSettings(BaseModel):
     """The Docker sandbox used by the code.sandbox tier."""
 
     image: str = Field(
-        default="verifier-sandbox:latest", description="Image the sandbox runs code in."
+        default_factory=lambda: family_tag(BASE_FAMILY),
+        description="Image Python and Bash run in. Default: the Python family's image as "
+        "`sandbox build-image` builds it, tagged with a hash of its inputs "
+        "(verifier-sandbox-python:HASH), so a change of its packages means a new image.",
     )
     isolation: Literal["process", "container"] = Field(
         default="process",
@@ -96,6 +101,20 @@ class SandboxSettings(BaseModel):
         description="`POST /run_code`: warm containers an API process keeps for it. 0: none; "
         "each run starts its own container (about 0.2 s more) and removes it, so an idle or "
         "stopped API process leaves no containers behind.",
+    )
+    run_code_concurrency: int = Field(
+        default=16,
+        ge=1,
+        description="`POST /run_code`: programs one API process runs at once, on a thread pool "
+        "of their own (the API's other routes never wait for them); one more gets 429 with "
+        "Retry-After and `cap: overall`.",
+    )
+    run_code_concurrency_per_key: int = Field(
+        default=8,
+        ge=1,
+        description="`POST /run_code`: programs one key (or one signed-in person) has running "
+        "at once, counted in Redis over every API process; one more gets 429 with Retry-After "
+        "and `cap: per_key`.",
     )
     language_pool_size: int = Field(
         default=2,

@@ -143,13 +143,59 @@ def test_unbuilt_language_is_a_422_naming_the_build_command(
     assert "verifier-service sandbox build-image --language rust" in body["hint"]
 
 
-def test_typescript_is_compiled_by_tsc_and_a_type_error_does_not_run(client: TestClient) -> None:
-    code = "const n: number = 6 * 7;\nconsole.log(`answer ${n}`);\n"
-    data = run(client, "typescript", code, compile_timeout=60)
+def test_typescript_runs_as_sandboxfusion_runs_it_without_type_checks(client: TestClient) -> None:
+    # Types are stripped, not checked: a type error, or Node's globals (require, process, Buffer)
+    # with no declarations for them, never stop a program SandboxFusion would run.
+    code = (
+        'import util from "util";\nconst fs = require("fs");\n'
+        'const n: number = "six" as string;\n'
+        "const total: number = fs.readFileSync(0, 'utf8').split(' ').map(Number)"
+        ".reduce((a: number, b: number) => a + b, 0);\n"
+        "console.log(util.format('%s %d', n, total), Buffer.from('ok').toString());\n"
+    )
+    data = run(client, "typescript", code, stdin="40 2", compile_timeout=60)
     assert data["status"] == "Success", data
-    assert data["run_result"]["stdout"] == "answer 42\n"
+    assert data["run_result"]["stdout"] == "six 42 ok\n"
     assert data["compile_result"]["return_code"] == 0
-    data = run(client, "typescript", 'const n: number = "six";\n', compile_timeout=60)
+    # A syntax error is still a compile error, with the diagnostic, and nothing runs.
+    data = run(client, "typescript", "const n: number = ;\n", compile_timeout=60)
     assert data["status"] == "Failed"
     assert data["run_result"] is None
-    assert "TS2322" in data["compile_result"]["stdout"] + data["compile_result"]["stderr"]
+    assert "TS1109" in data["compile_result"]["stderr"], data
+
+
+@pytest.mark.parametrize("lang", ["rust", "typescript"])
+def test_a_compile_past_its_limit_is_reported_as_the_compiles(
+    client: TestClient, lang: str
+) -> None:
+    # The run's limit is the run's: a compile killed at its own limit is reported as that, with
+    # its result, however short the run's limit (before: the judge's deadline for both, the sum
+    # of the two, passed while the compile was being stopped, and the answer was a run timeout
+    # with no compile_result).
+    code = {"rust": 'fn main() { println!("hi"); }', "typescript": 'console.log("hi");'}[lang]
+    for _ in range(3):
+        data = run(client, lang, code, compile_timeout=0.05, run_timeout=0.01)
+        assert data["status"] == "Failed", data
+        assert data["compile_result"]["status"] == "TimeLimitExceeded", data
+        assert data["run_result"] is None, data
+
+
+def test_a_short_run_limit_is_measured_from_the_run(client: TestClient) -> None:
+    # rustc takes far longer than the run's 0.5 s: a program that needs 0.1 s still succeeds.
+    code = "fn main() { std::thread::sleep(std::time::Duration::from_millis(100)); }"
+    data = run(client, "rust", code, run_timeout=0.5)
+    assert data["status"] == "Success", data
+    assert data["compile_result"]["execution_time"] > 0.1
+
+
+def test_scratch_dirs_outside_the_work_dir_are_writable_and_fetched(client: TestClient) -> None:
+    # SandboxFusion's programs write /mnt/b by absolute path; the root stays read-only.
+    code = (
+        "printf sauce > /mnt/b && printf tmp > /tmp/t && printf work > w.txt && "
+        "if touch /etc/x 2>/dev/null; then echo root-writable; fi"
+    )
+    data = run(client, "bash", code, fetch_files=["/mnt/b", "/tmp/t", "w.txt", "/etc/passwd"])
+    assert data["status"] == "Success", data
+    assert data["run_result"]["stdout"] == ""
+    files = {k: base64.b64decode(v) for k, v in data["files"].items()}
+    assert files == {"/mnt/b": b"sauce", "/tmp/t": b"tmp", "w.txt": b"work"}

@@ -2,7 +2,8 @@
 
 A policy that samples a group of answers to one task sends them in one request, so they share
 a container. Nothing one of them leaves behind may reach the next: not a background process,
-not a file in the work dir, /dev/shm or /dev/mqueue, not a System V IPC object. Each hack below
+not a file in the work dir, /tmp, /mnt (writable scratch, as in SandboxFusion), /dev/shm or
+/dev/mqueue, not a System V IPC object. Each hack below
 is the first candidate of a job; the second is a probe that scores only if it finds any trace
 of the first, and otherwise answers wrong. Real Docker engine, real sandbox image.
 """
@@ -37,7 +38,7 @@ def _traces():
                     found.append('process ' + pid)
             except OSError:
                 pass
-    for path in ('/work', '/dev/shm', '/dev/mqueue', '/tmp'):
+    for path in ('/work', '/dev/shm', '/dev/mqueue', '/tmp', '/mnt'):
         try:
             names = [n for n in os.listdir(path) if n not in ('.tmp', 'solution.py')]
         except OSError:
@@ -72,7 +73,7 @@ LEAVE_TRACES = """
 import ctypes, os, socket, time
 def _leave():
     for path in ('/work/answers', '/work/.tmp/answers', '/dev/shm/answers', '/tmp/answers',
-                 '/dev/mqueue/answers'):
+                 '/mnt/answers', '/dev/mqueue/answers'):
         try:
             with open(path, 'w') as fh:
                 fh.write('5 6')

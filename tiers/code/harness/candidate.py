@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # typing, base64 and traceback cost every candidate start-up 
 
 TRACEBACK_CHARS = 4000
 WORK = "/work"
+# Where fetch_files may read: the work dir, and the scratch tmpfs SandboxFusion's programs write
+# to by absolute path (/mnt/b, /tmp/x; tiers.code.engine SCRATCH_DIRS).
+FETCH_ROOTS = (WORK + "/", "/mnt/", "/tmp/")
 # compiled.py's text, filled in by tiers.code.harness.harness_program: run only for a job that
 # names another language than Python (its "lang"), see _language_program.
 COMPILED_HARNESS = ""
@@ -335,7 +338,7 @@ def _run_program(job: dict[str, Any]) -> None:
     files: dict[str, str] = {}
     for rel in job.get("fetch_files") or []:
         path = os.path.normpath(os.path.join(WORK, str(rel)))
-        if not path.startswith(WORK + "/"):
+        if not path.startswith(FETCH_ROOTS):
             continue
         try:
             with open(path, "rb") as fh:

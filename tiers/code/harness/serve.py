@@ -4,10 +4,10 @@ The runner (runner.py, the container's PID 1) executes this text in a namespace 
 calls read_frame for each spec and clean_between_candidates after each candidate. A candidate
 must leave nothing that the next one could see or that could change the next one's verdict: no
 process (the judge has already SIGKILLed every process but itself), no file in the work dir,
-/dev/shm or /dev/mqueue, no System V IPC object. The judge is root without CAP_DAC_OVERRIDE or
-CAP_IPC_OWNER, so the files and IPC objects of the candidate's uid are removed by a short-lived
-process of that uid (forked from the judge after every candidate process is gone), and then
-checked: anything left and the judge serves no one else.
+/mnt, /tmp, /dev/shm or /dev/mqueue, no System V IPC object. The judge is root without
+CAP_DAC_OVERRIDE or CAP_IPC_OWNER, so the files and IPC objects of the candidate's uid are
+removed by a short-lived process of that uid (forked from the judge after every candidate process
+is gone), and then checked: anything left and the judge serves no one else.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_FRAME = 64 * 1024 * 1024
-SHARED_DIRS = ("/dev/shm", "/dev/mqueue")
+# The scratch tmpfs (/mnt, /tmp: tiers.code.engine SCRATCH_DIRS) are the candidate's as well.
+SHARED_DIRS = ("/dev/shm", "/dev/mqueue", "/mnt", "/tmp")
 IPC_TABLES = ("/proc/sysvipc/shm", "/proc/sysvipc/sem", "/proc/sysvipc/msg")
 _live_processes: Callable[[], dict[int, str]] = globals()["_live_processes"]
 _kill_all_but_judge: Callable[[], None] = globals()["_kill_all_but_judge"]
