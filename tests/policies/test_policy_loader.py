@@ -15,7 +15,10 @@ from verifier_service.policies.loader import (
 )
 from verifier_service.policies.schemas import PolicyDocument, PolicyKindError
 
-KNOWN_TIERS = {"schema", "chem.fast", "chem.surrogate", "chem.dft", "code.sandbox", "human"}
+KNOWN_TIERS = {
+    "schema", "chem.fast", "chem.surrogate", "chem.dft", "code.sandbox", "human",
+    "answer", "format", "similarity",
+}  # fmt: skip
 
 
 def _errors(text: str, **kwargs: object) -> dict[str, str]:

@@ -88,8 +88,12 @@ class AnswerTier:
             fields.setdefault("score", 0.0)
         return Verdict(status=status, tier=self.name, tier_version=self.version, **fields)
 
-    def _failed(self, reason: str, feedback: str, **components: float) -> Verdict:
-        base = {"extracted": 0.0, "parsed": 0.0, "correct": 0.0}
+    def _failed(
+        self, reason: str, feedback: str, *, found: bool = True, **components: float
+    ) -> Verdict:
+        # Nothing found: no `correct` component, so that a policy can let people decide (the
+        # reward then takes theirs); the verdict's score is 0 all the same.
+        base = {"extracted": 0.0, "parsed": 0.0} | ({"correct": 0.0} if found else {})
         return self._verdict(
             VerdictStatus.failed,
             reason=reason,
@@ -117,7 +121,7 @@ class AnswerTier:
         if found.problem is not None:
             return self._failed(found.problem, f"no single final answer: {found.detail}")
         if found.answer is None:
-            return self._failed("no_answer", self._nothing_found(cfg))
+            return self._failed("no_answer", self._nothing_found(cfg), found=False)
         answer = found.answer
         where = source_name(found.extractor or "", cfg)
         if len(answer) > cfg.max_answer_chars:
