@@ -91,7 +91,9 @@ class JobQuery(BaseModel):
 
     principal: str | None = Field(default=None, max_length=128, description="Who submitted.")
     policy: str | None = Field(default=None, max_length=128, description="The policy's name.")
-    status: Literal["running", "completed"] | None = Field(default=None, description="Status.")
+    status: Literal["running", "completed", "cancelled"] | None = Field(
+        default=None, description="Status (cancelled: an operator cancelled it)."
+    )
     since: datetime | None = Field(default=None, description="Created at or after (ISO 8601).")
     until: datetime | None = Field(default=None, description="Created before (ISO 8601).")
     limit: int = Field(default=50, ge=1, le=500, description="At most this many jobs.")

@@ -33,7 +33,7 @@ from verifier_service.core.notify import sync_client
 from verifier_service.core.presence import drain_key, presence_key
 from verifier_service.jobs.service import job_out
 from verifier_service.ladder.dispatch import Outgoing, stage
-from verifier_service.ladder.models import Job
+from verifier_service.ladder.models import JOB_FINISHED, Job
 from verifier_service.ladder.operations import cancel_job
 
 SPAN = {
@@ -324,7 +324,7 @@ def cancel(session: Session, job_id: str, actor: str) -> Outgoing:
     job = session.get(Job, job_id)
     if job is None:
         raise NotFoundError(f"no job with id {job_id!r}")
-    if job.status == "completed":
+    if job.status in JOB_FINISHED:
         raise ConflictError(
             f"job {job_id} has already finished: there is nothing to cancel",
             hint="only running jobs can be cancelled",

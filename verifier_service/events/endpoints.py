@@ -29,11 +29,13 @@ def _visible(job_id: str, principal: AuthenticatedPrincipal) -> None:
         service.visible_job(session, job_id, principal)
 
 
-def _after(job_id: str, after: int) -> tuple[list[JobEventOut], bool]:
-    """Events after `after`; when there are none, whether the job has finished."""
+def _after(job_id: str, after: int) -> tuple[list[JobEventOut], int | None]:
+    """Events after `after`, and the id of the job.finished event the stream ends at (None
+    while the job runs). Read after the events: an end the events do not reach yet is read
+    again next time."""
     with transaction() as session:
         events = service.events_after(session, job_id, after)
-        return events, bool(not events and service.finished(session, job_id))
+        return events, service.last_finished(session, job_id)
 
 
 def _frame(event: JobEventOut) -> str:
@@ -43,19 +45,20 @@ def _frame(event: JobEventOut) -> str:
 async def _stream(
     job_id: str, after: int, waiter: JobWaiter, keepalive_s: float
 ) -> AsyncIterator[str]:
-    """Events after `after` until job.finished (or, resumed after it, until none are left);
+    """Events after `after` until the job's last job.finished (an earlier one, before an
+    operator's retry, does not end it; resumed after the last one, until none are left);
     woken by the Redis notification, with a read every keepalive_s as the slow fallback."""
     yield f"retry: {RETRY_MS}\n\n"
     with waiter.watch_events(job_id) as woken:
         while True:
             woken.clear()  # before the read: a notification during it is not lost
-            events, ended = await run_in_threadpool(_after, job_id, after)
-            if ended:
-                return
+            events, end = await run_in_threadpool(_after, job_id, after)
+            if not events and end is not None and after >= end:
+                return  # resumed after the end: what came later (revisions) is delivered
             for event in events:
                 yield _frame(event)
                 after = event.id
-                if event.type == "job.finished":
+                if event.id == end:
                     return
             if events:
                 continue

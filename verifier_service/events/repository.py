@@ -26,7 +26,10 @@ from verifier_service.core.rows import insert_rows, pipelined, row_values
 from verifier_service.events.models import JobCallback, JobEvent, WebhookAttempt, WebhookDelivery
 
 #: The jobs table, as far as events read it (its ORM model belongs to the ladder, above us).
-_jobs = table("jobs", column("id"), column("principal"))
+_jobs = table("jobs", column("id"), column("principal"), column("status"))
+
+#: A job's statuses once it has finished (the ladder's `JOB_FINISHED`).
+_FINISHED = ("completed", "cancelled")
 
 #: Key of the PostgreSQL advisory lock that orders event ids by commit.
 _APPEND_LOCK = 0x5645_4E54  # "VENT"
@@ -97,10 +100,17 @@ def events_after(session: Session, job_id: str, after: int, limit: int) -> list[
     return list(session.scalars(query))
 
 
-def has_finished(session: Session, job_id: str) -> bool:
-    """Whether the job's job.finished event is written."""
-    query = select(JobEvent.id).where(JobEvent.job_id == job_id, JobEvent.kind == "job.finished")
-    return session.scalar(query.limit(1)) is not None
+def last_finished(session: Session, job_id: str) -> int | None:
+    """The id of the job's latest job.finished event while the job is finished; None while it
+    runs (again: an operator's retry reopens a finished job, and it finishes once more)."""
+    running = select(_jobs.c.id).where(_jobs.c.id == job_id, _jobs.c.status.not_in(_FINISHED))
+    if session.scalar(running) is not None:
+        return None
+    query = select(func.max(JobEvent.id)).where(
+        JobEvent.job_id == job_id, JobEvent.kind == "job.finished"
+    )
+    found: int | None = session.scalar(query)
+    return found
 
 
 def changes_after(

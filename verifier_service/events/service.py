@@ -56,8 +56,11 @@ def item_event(
     return EventDraft(job_id, principal, kind, data, index, revision)
 
 
-def job_event(job_id: str, principal: str, n_items: int, n_done: int) -> EventDraft:
-    data = {"status": "completed", "n_items": n_items, "n_done": n_done}
+def job_event(
+    job_id: str, principal: str, n_items: int, n_done: int, status: str = "completed"
+) -> EventDraft:
+    """The job finished (status "completed") or an operator cancelled it ("cancelled")."""
+    data = {"status": status, "n_items": n_items, "n_done": n_done}
     return EventDraft(job_id, principal, JOB_FINISHED, data)
 
 
@@ -136,9 +139,10 @@ def events_after(session: Session, job_id: str, after: int, limit: int = 500) ->
     return [_out(row) for row in repository.events_after(session, job_id, after, limit)]
 
 
-def finished(session: Session, job_id: str) -> bool:
-    """Whether the job has finished (its job.finished event is written)."""
-    return repository.has_finished(session, job_id)
+def last_finished(session: Session, job_id: str) -> int | None:
+    """The id of the job.finished event a stream of the job ends at: its latest one, while the
+    job is finished (None while it runs, retried included)."""
+    return repository.last_finished(session, job_id)
 
 
 def parse_cursor(value: str | None, what: str) -> int:

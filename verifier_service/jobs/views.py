@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from verifier_service.jobs.schemas import JobOut, Reward
-from verifier_service.ladder.models import Item, Job, VerdictRecord
+from verifier_service.ladder.models import JOB_FINISHED, Item, Job, VerdictRecord
 from verifier_service.ladder.repository import verdict_fields
 
 #: A job in `JobOut`'s shape as plain values (`job_tree`).
@@ -61,7 +61,9 @@ def job_tree(
     top = sorted((i for i in items if i.parent_id is None), key=lambda i: i.index)
     return {
         "id": job.id,
-        "status": "completed" if job.status == "completed" else "running",
+        # (a cancelled job is finished for a trainer: every item has its final reward, and
+        # the cancelled ones say so in their reason)
+        "status": "completed" if job.status in JOB_FINISHED else "running",
         "policy": job.policy_name,
         "policy_version": job.policy_version,
         "created_at": job.created_at,

@@ -51,9 +51,18 @@ class DeferredTier(Protocol):
         rewards, e.g. "waiting for people (queue default)"."""
         ...
 
-    def close(self, session: Session, items: Sequence[Item], config: dict[str, Any]) -> Closing:
-        """The items stop waiting (the job's deadline): say what their reward falls back to,
-        and close their open work or keep it open (a later verdict revises the reward)."""
+    def close(
+        self,
+        session: Session,
+        items: Sequence[Item],
+        config: dict[str, Any],
+        *,
+        cancelled: bool = False,
+    ) -> Closing:
+        """The items stop waiting (the job's deadline, or `cancelled` by an operator): say what
+        their reward falls back to, and close their open work or keep it open (a later verdict
+        revises the reward). A cancel closes the work: nobody is asked to judge a cancelled job
+        (an operator's retry opens it again)."""
         ...
 
 

@@ -12,6 +12,9 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from verifier_service.core.db import Base, utcnow
 from verifier_service.core.ids import new_id
 
+#: A job's statuses once every item has its reward: it finished, or an operator cancelled it.
+JOB_FINISHED = ("completed", "cancelled")
+
 
 class Job(Base):
     """One submission: its items, the policy version it runs under, and its progress."""
@@ -31,7 +34,7 @@ class Job(Base):
     request_hash: Mapped[str] = mapped_column(String(64))
     policy_name: Mapped[str] = mapped_column(String(128))
     policy_version: Mapped[int]
-    status: Mapped[str] = mapped_column(String(16), default="running")  # running | completed
+    status: Mapped[str] = mapped_column(String(16), default="running")  # running | JOB_FINISHED
     deadline_at: Mapped[datetime | None]
     n_items: Mapped[int]
     n_done: Mapped[int] = mapped_column(default=0)

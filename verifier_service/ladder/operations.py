@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 
 from verifier_service.core.db import utcnow
 from verifier_service.ladder import repository
-from verifier_service.ladder.models import CostLedgerEntry, Item
+from verifier_service.ladder.deferred import handler_for
+from verifier_service.ladder.models import JOB_FINISHED, CostLedgerEntry, Item
 from verifier_service.ladder.results import LadderResult
 from verifier_service.ladder.schemas import Reward
 from verifier_service.ladder.service import OPEN, LadderPass
@@ -25,7 +26,7 @@ ASIDE = -1
 def advance_job(session: Session, job_id: str) -> LadderResult:
     """Advance every open item of a job (recovery, and a job's first pass)."""
     job = repository.lock_job(session, job_id)
-    if job is None or job.status == "completed":
+    if job is None or job.status in JOB_FINISHED:
         return LadderResult()
     policy = resolve(session, job.policy_name, job.policy_version)
     items = [i for i in repository.open_leaf_items(session, job_id) if i.state in OPEN]
@@ -35,7 +36,7 @@ def advance_job(session: Session, job_id: str) -> LadderResult:
 def expire_job(session: Session, job_id: str) -> LadderResult:
     """The job's deadline: unfinished items get the best reward available now."""
     job = repository.lock_job(session, job_id)
-    if job is None or job.status == "completed":
+    if job is None or job.status in JOB_FINISHED:
         return LadderResult()
     policy = resolve(session, job.policy_name, job.policy_version)
     items = repository.open_leaf_items(session, job_id)
@@ -46,10 +47,11 @@ def cancel_job(session: Session, job_id: str, detail: str) -> LadderResult:
     """An operator cancelled the job: unfinished items end now as infra_error ("cancelled:
     detail"); tier work still in flight for them is ignored when it comes back."""
     job = repository.lock_job(session, job_id)
-    if job is None or job.status == "completed":
+    if job is None or job.status in JOB_FINISHED:
         return LadderResult()
     policy = resolve(session, job.policy_name, job.policy_version)
     ladder = LadderPass(session, job, policy)
+    ladder.finishes_as = "cancelled"
     ladder.end(repository.open_leaf_items(session, job_id), Stop(StopKind.cancelled, detail))
     return ladder.result
 
@@ -118,7 +120,10 @@ def retry_items(
     for start, entry in earlier:
         again = repository.ledger_entries(session, [entry.item_id], start)
         if again:
-            again[0].cost_units += entry.cost_units
+            # A deferred tier's work (a review task) is taken up again, not done twice: the
+            # item's task is the same one, so people's cost is charged once.
+            if handler_for(entry.tier) is None:
+                again[0].cost_units += entry.cost_units
             session.delete(entry)
         else:
             entry.step = start

@@ -12,7 +12,7 @@ from tiers.base import Verdict
 from verifier_service.core.db import utcnow
 from verifier_service.ladder import repository
 from verifier_service.ladder.execute import TierRun, tier_run
-from verifier_service.ladder.models import Item, Job
+from verifier_service.ladder.models import JOB_FINISHED, Item, Job
 from verifier_service.ladder.results import Dispatch, LadderResult
 from verifier_service.ladder.service import LadderPass
 from verifier_service.ladder.states import ItemState, Stop, StopKind, sent_now
@@ -103,7 +103,7 @@ def resend_lost_work(
     """Send again the tier work of running items that no task will finish; items sent
     `max_dispatches` times already end with an infra_error reward (reason: lost)."""
     job = repository.lock_job(session, job_id)
-    if job is None or job.status == "completed":
+    if job is None or job.status in JOB_FINISHED:
         return LadderResult()
     items = [i for i in repository.items_by_id(session, item_ids) if i.state == ItemState.running]
     given_up = [i for i in items if i.dispatches >= max_dispatches]
@@ -126,7 +126,7 @@ def fail_tier_run(session: Session, step: int, item_ids: Sequence[str], stop: St
     worker): each gets its reward now, an infra_error that names the cause."""
     job_id = repository.job_of_items(session, item_ids)
     job = repository.lock_job(session, job_id) if job_id is not None else None
-    if job is None or job.status == "completed":
+    if job is None or job.status in JOB_FINISHED:
         return LadderResult()
     ladder = LadderPass(session, job, resolve(session, job.policy_name, job.policy_version))
     ladder.end(_running(session, item_ids, step), stop)

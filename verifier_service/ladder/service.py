@@ -24,7 +24,7 @@ from verifier_service.ladder.budgets import BudgetBook
 from verifier_service.ladder.deferred import Closing, DeferredWork, handler_for
 from verifier_service.ladder.execute import TierRun, candidate_of, execute, item_cache_key
 from verifier_service.ladder.gating import StepGates
-from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
+from verifier_service.ladder.models import JOB_FINISHED, CostLedgerEntry, Item, Job, VerdictRecord
 from verifier_service.ladder.results import Dispatch, LadderResult, chunks
 from verifier_service.ladder.rewards import leaf_reward, trajectory_reward
 from verifier_service.ladder.schemas import Reward, RewardStatus
@@ -87,6 +87,9 @@ class LadderPass:
         # Rows made by this pass (verdicts, ledger rows, cache entries, tier times), written
         # together by `_write`.
         self._writes = PendingWrites()
+        #: The job's status when its last item finishes in this pass (an operator's cancel:
+        #: "cancelled").
+        self.finishes_as = "completed"
 
     # ------------------------------------------------------------------ entry points
 
@@ -214,16 +217,19 @@ class LadderPass:
         that tier's config says."""
         pending = [i for i in items if i.state != ItemState.done]
         self._load_verdicts(pending)
-        closings = self._close_deferred([i for i in pending if i.state == ItemState.deferred])
+        deferred = [i for i in pending if i.state == ItemState.deferred]
+        closings = self._close_deferred(deferred, cancelled=stop.kind == StopKind.cancelled)
         for item in pending:
             closing = closings.get(item.id)
             if closing is None:
                 self._finish(item, stop)
             else:
-                detail = f"{self._step_tier(item)} had not answered"
+                # (the stop's own detail first: a cancel names the operator who cancelled)
+                details = [stop.detail] if stop.detail else []
+                details.append(f"{self._step_tier(item)} had not answered")
                 if closing.still_open:
-                    detail += "; its answer will revise this reward"
-                self._finish(item, Stop(stop.kind, detail), closing.fallback)
+                    details.append("its answer will revise this reward")
+                self._finish(item, Stop(stop.kind, "; ".join(details)), closing.fallback)
 
     def deliver(self, item: Item, verdict: Verdict) -> LadderResult:
         """A deferred tier's verdict for an item it held: store it (with its content key, so
@@ -388,7 +394,14 @@ class LadderPass:
             reason = handler.send(
                 self.session, DeferredWork(self.job, tier, step, config, items, verdicts)
             )
+            parents: set[str] = set()
             for item in items:
+                if item.parent_id is not None:
+                    parents.add(item.parent_id)
+                if _has_revision(item):
+                    # An operator's retry: the trainer keeps the earlier reward until the new
+                    # one replaces it as its next revision.
+                    continue
                 records = self._records(item)
                 item.reward = Reward(
                     value=None,
@@ -397,8 +410,22 @@ class LadderPass:
                     fidelity=records[-1].tier if records else None,
                     provenance=[r.id for r in records],
                 ).model_dump(mode="json")
+            for parent_id in sorted(parents):
+                self._pending_trajectory(parent_id, reason)
 
-    def _close_deferred(self, items: Sequence[Item]) -> dict[str, Closing]:
+    def _pending_trajectory(self, parent_id: str, reason: str) -> None:
+        """A trajectory some of whose steps wait for people has a pending reward (not none)
+        that says so, until its steps' rewards make its own."""
+        parent = self.session.get(Item, parent_id)
+        if parent is None or parent.state == ItemState.done or _has_revision(parent):
+            return
+        parent.reward = Reward(
+            value=None, status=RewardStatus.pending, reason=f"steps {reason}"
+        ).model_dump(mode="json")
+
+    def _close_deferred(
+        self, items: Sequence[Item], *, cancelled: bool = False
+    ) -> dict[str, Closing]:
         """Tell deferred tiers their items stop waiting; each one's fallback and whether its
         work stays open."""
         by_step: dict[tuple[str, int], list[Item]] = defaultdict(list)
@@ -410,7 +437,9 @@ class LadderPass:
             handler = handler_for(ladder_step.tier)
             if handler is None:  # a process without the handler: the policy's fallback
                 continue
-            closing = handler.close(self.session, group, dict(ladder_step.config))
+            closing = handler.close(
+                self.session, group, dict(ladder_step.config), cancelled=cancelled
+            )
             fallbacks.update((i.id, closing) for i in group)
         return fallbacks
 
@@ -482,10 +511,17 @@ class LadderPass:
         if revised:
             return
         self.job.n_done += 1
-        if self.job.n_done >= self.job.n_items and self.job.status != "completed":
-            self.job.status = "completed"
+        if self.job.n_done >= self.job.n_items and self.job.status not in JOB_FINISHED:
+            self.job.status = self.finishes_as
             self.job.finished_at = self.now
             self.result.finished_jobs.add(self.job.id)
-            self.result.events.append(
-                events.job_event(self.job.id, self.job.principal, self.job.n_items, self.job.n_done)
+            job = self.job
+            finished = events.job_event(
+                job.id, job.principal, job.n_items, job.n_done, status=self.finishes_as
             )
+            self.result.events.append(finished)
+
+
+def _has_revision(item: Item) -> bool:
+    """Whether the item has had a finished reward (it is climbing again: an operator's retry)."""
+    return bool((item.reward or {}).get("revision"))

@@ -38,6 +38,10 @@ def _gather(
     "trajectory", on the trajectory's item) gathers its steps' lower-tier verdicts and opens to
     reviewers once every step and the outcome wait for people (or are finished)."""
     task = repository.trajectory_task(session, parent_id)
+    parent = session.get(Item, parent_id)
+    retried = parent is not None and _retried(parent)
+    if task is None and retried and (task := _taken_up_again(session, parent_id)) is not None:
+        task.state, task.verdicts = "gathering", []  # its steps' verdicts are gathered anew
     if task is None:
         parent = session.get(Item, parent_id)
         assert parent is not None
@@ -71,6 +75,22 @@ def _gather(
         task.state = "open"
 
 
+def _retried(item: Item) -> bool:
+    """Whether the item had a finished reward before (an operator retried it)."""
+    return bool((item.reward or {}).get("revision"))
+
+
+def _taken_up_again(session: Session, item_id: str) -> ReviewTask | None:
+    """The item's earlier task that no one finished, when an operator retried the item: the
+    same task is taken up again (its answers and drafts kept; closed at a cancel, it opens
+    again) instead of a second task people would answer twice. None for a new item."""
+    task = repository.unfinished_task(session, item_id)
+    if task is not None and task.state == "closed":
+        task.state, task.closed_at = "open", None
+        task.taken = task.answered  # its leases ended when it closed
+    return task
+
+
 class ReviewTier:
     """The review queue as the `human` tier's deferred handler."""
 
@@ -84,6 +104,8 @@ class ReviewTier:
             if config.rubric.per_step and item.parent_id is not None:
                 trajectories[item.parent_id].append(item)
                 continue
+            if _retried(item) and _taken_up_again(session, item.id) is not None:
+                continue  # an operator's retry: the item's task is the one people see
             candidate = item.candidate
             session.add(
                 ReviewTask(
@@ -108,9 +130,19 @@ class ReviewTier:
         people = "person" if config.overlap == 1 else f"{config.overlap} people"
         return f"waiting for people: {people} in review queue {config.queue!r}"
 
-    def close(self, session: Session, items: Sequence[Item], config: dict[str, Any]) -> Closing:
+    def close(
+        self,
+        session: Session,
+        items: Sequence[Item],
+        config: dict[str, Any],
+        *,
+        cancelled: bool = False,
+    ) -> Closing:
         review = ReviewConfig.model_validate(config)
         parents = {i.parent_id for i in items if i.parent_id is not None}
+        if cancelled:
+            service.close_items(session, [*(i.id for i in items), *parents], reason="cancelled")
+            return Closing(review.on_deadline)
         if not review.keep_open_after_deadline:
             service.close_items(session, [*(i.id for i in items), *parents])
         else:  # a trajectory still gathering its steps opens with what it has

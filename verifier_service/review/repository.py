@@ -312,6 +312,18 @@ def queue_units(session: Session, queue: str, limit: int) -> list[list[dict[str,
     return list(by_task.values())
 
 
+def unfinished_task(session: Session, item_id: str) -> ReviewTask | None:
+    """The item's latest task that people have not finished (open, full, closed before its
+    answers came, ...), locked; None when it has none."""
+    query = (
+        select(ReviewTask)
+        .where(ReviewTask.item_id == item_id, ReviewTask.state != "done")
+        .order_by(ReviewTask.created_at.desc(), ReviewTask.id.desc())
+        .limit(1)
+    )
+    return session.scalars(query.with_for_update()).first()
+
+
 def trajectory_task(session: Session, item_id: str) -> ReviewTask | None:
     """The trajectory task still gathering the steps of this trajectory item, if any."""
     query = select(ReviewTask).where(

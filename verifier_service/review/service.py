@@ -451,8 +451,9 @@ def adjudicate(session: Session, task_id: str, decision: AdjudicationIn, operato
     outcome.complete(session, task, verdict, operator, steps)
 
 
-def close_items(session: Session, item_ids: Sequence[str]) -> None:
-    """The items stopped waiting (their job's deadline): close their tasks and leases."""
+def close_items(session: Session, item_ids: Sequence[str], reason: str = "deadline") -> None:
+    """The items stopped waiting (their job's deadline, or its cancel): close their tasks and
+    leases."""
     tasks = repository.open_tasks_of_items(session, item_ids)
     now = utcnow()
     for task in tasks:
@@ -460,4 +461,4 @@ def close_items(session: Session, item_ids: Sequence[str]) -> None:
     if tasks:
         repository.close_leases(session, [t.id for t in tasks], now)
         for task in tasks:
-            record_event(session, "system", "review.closed", task.id, reason="deadline")
+            record_event(session, "system", "review.closed", task.id, reason=reason)
