@@ -11,6 +11,9 @@ from verifier_service.core.rows import insert_plain_new, pipelined
 from verifier_service.ladder import repository
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
 
+#: What a NUL character of a verdict's text is stored (and shown) as.
+NUL_SHOWN_AS = "\ufffd"
+
 
 @dataclass
 class PendingWrites:
@@ -50,7 +53,19 @@ class PendingWrites:
 
     def _write_rows(self, session: Session) -> None:
         repository.put_cache(session, self.cache)
+        for record in self.verdicts:
+            _storable_text(record)
         repository.insert_verdicts(session, self.verdicts)
         repository.insert_charges(session, self.charges)
         for step, timed, riders in self.charge_updates:
             repository.update_charges(session, step, timed, riders)
+
+
+def _storable_text(record: VerdictRecord) -> None:
+    """A verdict's texts without NUL, which PostgreSQL's text columns refuse: feedback echoes
+    what the policy wrote (a SMILES, a payload), and one item's bytes must not fail the
+    statement that writes its whole batch. Each NUL becomes U+FFFD, on every database alike."""
+    if "\x00" in record.feedback:
+        record.feedback = record.feedback.replace("\x00", NUL_SHOWN_AS)
+    if record.reason is not None and "\x00" in record.reason:
+        record.reason = record.reason.replace("\x00", NUL_SHOWN_AS)
