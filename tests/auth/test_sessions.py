@@ -16,9 +16,14 @@ from verifier_service.auth.limits import SignInThrottle
 from verifier_service.settings import AuthSettings
 
 
-def _form(service: Service) -> tuple[str, str]:
-    """A fresh sign-in page: its CSRF cookie and the form's token."""
-    page = httpx.get(f"{service.base_url}/signin", timeout=10)
+def _form(service: Service, session: str | None = None) -> tuple[str, str]:
+    """A fresh page's CSRF cookie and its forms' token: the sign-in page, or with a session
+    the account page (tokens are bound to the session they were shown to)."""
+    if session is None:
+        page = httpx.get(f"{service.base_url}/signin", timeout=10)
+    else:
+        cookies = {"Cookie": f"vs_session={session}"}
+        page = httpx.get(f"{service.base_url}/account", headers=cookies, timeout=10)
     token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
     assert token is not None
     return page.cookies["vs_csrf"], token.group(1)
@@ -49,7 +54,7 @@ def test_a_session_works_for_reads_and_needs_csrf_for_writes(
     assert "Secure" in set_cookie
     assert "SameSite=lax" in set_cookie
     session = signed_in.cookies["vs_session"]
-    nonce, token = _form(live_service)
+    nonce, token = _form(live_service, session)
     cookies = {"Cookie": f"vs_session={session}; vs_csrf={nonce}"}
     with httpx.Client(base_url=live_service.base_url, timeout=10, headers=cookies) as browser:
         me = browser.get("/v1/me").json()
@@ -96,3 +101,50 @@ def test_a_username_that_cannot_exist_gets_the_same_answer(live_service: Service
     response = _sign_in(live_service, f"x\x00{uuid.uuid4().hex[:6]}", "whatever password")
     assert response.status_code == 400
     assert "Wrong username or password." in response.text
+
+
+def test_one_persons_csrf_nonce_and_token_do_not_pass_on_anothers_session(
+    live_service: Service,
+) -> None:
+    ann, bob = new_person(live_service, "operator"), new_person(live_service, "operator")
+    sessions = {}
+    for name in (ann, bob):
+        signed_in = _sign_in(live_service, name, PASSWORD)
+        assert signed_in.status_code == 303
+        sessions[name] = signed_in.cookies["vs_session"]
+    ann_nonce, ann_token = _form(live_service, sessions[ann])
+    bob_nonce, bob_token = _form(live_service, sessions[bob])
+    body = {"document": "name: x", "format": "yaml"}
+
+    def validate(session: str, nonce: str, token: str) -> httpx.Response:
+        cookies = {"Cookie": f"vs_session={session}; vs_csrf={nonce}", "X-CSRF-Token": token}
+        return httpx.post(
+            f"{live_service.base_url}/v1/policies/validate", json=body, headers=cookies, timeout=10
+        )
+
+    # Ann's nonce and token (read off her own page) on Bob's session: refused.
+    stolen = validate(sessions[bob], ann_nonce, ann_token)
+    assert stolen.status_code == 401
+    assert stolen.json()["reason"] == "csrf"
+    # A token of the signed-out sign-in page does not pass on a session either.
+    anonymous_nonce, anonymous_token = _form(live_service)
+    assert validate(sessions[bob], anonymous_nonce, anonymous_token).status_code == 401
+    # Each person's own pair works.
+    assert validate(sessions[bob], bob_nonce, bob_token).status_code not in (401, 403)
+    assert validate(sessions[ann], ann_nonce, ann_token).status_code not in (401, 403)
+
+    # The plain HTML forms too: Ann's pair cannot sign Bob out.
+    signout = httpx.post(
+        f"{live_service.base_url}/signout",
+        data={"csrf_token": ann_token},
+        headers={"Cookie": f"vs_session={sessions[bob]}; vs_csrf={ann_nonce}"},
+        timeout=10,
+    )
+    assert signout.status_code == 403
+    me = httpx.get(
+        f"{live_service.base_url}/v1/me",
+        headers={"Cookie": f"vs_session={sessions[bob]}"},
+        timeout=10,
+    )
+    assert me.status_code == 200
+    assert me.json()["name"] == bob

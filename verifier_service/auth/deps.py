@@ -26,8 +26,8 @@ from verifier_service.core.deps import PRINTABLE, SettingsDep
 from verifier_service.core.notify import sync_client
 from verifier_service.settings import Settings, get_settings
 
-SESSION_COOKIE = "vs_session"
-CSRF_COOKIE = "vs_csrf"
+SESSION_COOKIE = csrf.SESSION_COOKIE
+CSRF_COOKIE = csrf.CSRF_COOKIE
 CSRF_HEADER = "X-CSRF-Token"
 LOOPBACK = frozenset({"127.0.0.1", "::1"})
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -114,15 +114,43 @@ def principal_of(
             raise NotAuthenticatedError(
                 "session expired or signed out", reason="expired", hint="sign in at /signin"
             )
+        rate_limiter(settings.broker_url).person_request(found)
         if request.method not in _SAFE_METHODS:
-            tokens = csrf.csrf_for(settings.auth)
-            if not tokens.valid(request.cookies.get(CSRF_COOKIE), request.headers.get(CSRF_HEADER)):
+            if not csrf.token_valid(
+                request.cookies, settings.auth, request.headers.get(CSRF_HEADER)
+            ):
                 raise NotAuthenticatedError(
                     "missing or invalid CSRF token", reason="csrf",
                     hint=f"send the page's token in the {CSRF_HEADER} header",
                 )  # fmt: skip
         principal = found
     return auth.on_behalf_of(principal, x_principal)
+
+
+def still_authenticated(request: Request, settings: Settings) -> bool:
+    """Whether the credential of a request that was let in still holds (an events stream asks
+    while it is open): a key from the cache (nothing taken from its limit) or the database, a
+    session from the database. Blocking."""
+    credential = _credential(request)
+    if credential is None:
+        return True  # dev's local admin: nothing to revoke
+    kind, value = credential
+    try:
+        if kind == "key":
+            prefix = auth.check_key_format(value)
+            key_hash = auth.hash_key(value)
+            limiter = rate_limiter(settings.broker_url)
+            principal = limiter.peek(key_hash)
+            if principal is None:
+                principal = retried_transaction(lambda s: auth.authenticate_key(s, value))
+                limiter.remember(key_hash, principal, take=False)
+            auth.check_not_expired(principal, prefix)
+        else:
+            found = retried_transaction(lambda s: auth.web_session_principal(s, value))
+            return found is not None
+    except NotAuthenticatedError:
+        return False
+    return True
 
 
 CurrentPrincipal = Annotated[AuthenticatedPrincipal, Depends(_principal)]

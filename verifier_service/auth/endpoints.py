@@ -133,8 +133,7 @@ def _page(
 ) -> HTMLResponse:
     """Render a page with the CSRF nonce (cookie; made when missing) and its signed token
     (form field). Keeping the nonce lets forms in several tabs stay valid."""
-    nonce = request.cookies.get(CSRF_COOKIE) or csrf.Csrf.new_nonce()
-    context["csrf_token"] = csrf.csrf_for(settings.auth).token(nonce)
+    nonce, context["csrf_token"] = csrf.page_token(request.cookies, settings.auth)
     response = templates.TemplateResponse(request, name, context, status_code=status)
     _set_nonce(response, settings, nonce)
     response.headers["Cache-Control"] = "no-store"
@@ -153,7 +152,7 @@ def _set_nonce(response: Response, settings: Settings, nonce: str) -> None:
 
 
 def _csrf_ok(request: Request, settings: Settings, token: str) -> bool:
-    return csrf.csrf_for(settings.auth).valid(request.cookies.get(CSRF_COOKIE), token)
+    return csrf.token_valid(request.cookies, settings.auth, token)
 
 
 @pages.get("/signin", dependencies=[PUBLIC])

@@ -16,11 +16,11 @@ from verifier_service.auth import csrf
 from verifier_service.auth import service as auth
 from verifier_service.auth.deps import (
     _SAFE_METHODS,
-    CSRF_COOKIE,
     CSRF_HEADER,
     SESSION_COOKIE,
     RoleCheck,
     principal_of,
+    rate_limiter,
 )
 from verifier_service.auth.errors import NotAuthenticatedError
 from verifier_service.auth.schemas import ALL_ROLES, AuthenticatedPrincipal, Role
@@ -49,8 +49,7 @@ class FormRoleCheck(RoleCheck):
             principal = principal_of(request, settings)
         else:
             assert token is not None
-            tokens = csrf.csrf_for(settings.auth)
-            if not tokens.valid(request.cookies.get(CSRF_COOKIE), csrf_token):
+            if not csrf.token_valid(request.cookies, settings.auth, csrf_token):
                 raise NotAuthenticatedError(
                     "missing or invalid CSRF token", reason="csrf",
                     hint="reload the page and send the form again",
@@ -60,6 +59,7 @@ class FormRoleCheck(RoleCheck):
                 raise NotAuthenticatedError(
                     "session expired or signed out", reason="expired", hint="sign in at /signin"
                 )
+            rate_limiter(settings.broker_url).person_request(found)
             principal = found
         auth.require_roles(principal, self.roles)
         return principal

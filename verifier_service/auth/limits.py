@@ -1,31 +1,21 @@
-"""Limits kept in Redis: requests and items per minute per API key (and its cached principal),
-and the back-off of failed sign-ins per user and per address."""
+"""Limits kept in Redis: requests and items per minute per API key (its principal cached there)
+and per signed-in person, and the back-off of failed sign-ins per user and per address."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
-import re
 from datetime import datetime
 
 import redis
 import structlog
-from argon2 import PasswordHasher
 
 from verifier_service.auth.errors import RateLimitedError
-from verifier_service.auth.schemas import (
-    AuthenticatedPrincipal,
-)
+from verifier_service.auth.schemas import AuthenticatedPrincipal
 from verifier_service.settings import AuthSettings
 
 log = structlog.get_logger(__name__)
-
-KEY_PREFIX = "vsk_"
-#: vsk_<12 hex: the prefix listings show>_<43 url-safe characters: 256 random bits>
-KEY_PATTERN = re.compile(r"^vsk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
-LOCAL_ADMIN = "local-admin"
-_hasher = PasswordHasher()
 
 
 # --- rate limits -------------------------------------------------------------------------------
@@ -68,9 +58,16 @@ def _limit(own: int | None, defaults: dict[str, int], roles: frozenset[str]) -> 
     return max((defaults.get(r, 0) for r in roles), default=0)
 
 
+def _hashed(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:32]
+
+
 class RateLimiter:
     """Requests and items per minute per API key, in Redis; and the keys' principals cached
     there for a minute, so that a request costs one Redis round trip and no database query.
+
+    A person signed in (a session cookie) has the same limits, by role, per principal: every
+    session of one person shares them, so signing in is no way around a key's limits.
 
     Revoking a key drops it from the cache (`forget`); a key whose cache entry could not be
     dropped (Redis away at that moment) keeps working until the entry's minute runs out.
@@ -94,11 +91,20 @@ class RateLimiter:
         return _limit(principal.requests_per_min, self.settings.requests_per_min, principal.roles)
 
     @staticmethod
-    def _over(per_min: int, wait_ms: int, what: str) -> RateLimitedError:
+    def _over(per_min: int, wait_ms: int, what: str, whose: str = "this key's") -> RateLimitedError:
         return RateLimitedError(
-            f"over this key's limit of {per_min} {what} per minute",
+            f"over {whose} limit of {per_min} {what} per minute",
             retry_after_s=max(1, math.ceil(wait_ms / 1000)),
         )
+
+    def person_request(self, principal: AuthenticatedPrincipal) -> None:
+        """Take one request from a signed-in person's limit (per principal; 429 when over)."""
+        per_min = self._requests_per_min(principal)
+        if per_min <= 0:
+            return
+        wait_ms = self._take(f"verifier:rl:req:person:{_hashed(principal.name)}", per_min, 1)
+        if wait_ms:
+            raise self._over(per_min, wait_ms, "requests", f"{principal.name}'s")
 
     def cached(self, key_hash: str) -> AuthenticatedPrincipal | None:
         """The principal of a cached key, with one request taken from its limit (429 when
@@ -112,9 +118,16 @@ class RateLimiter:
             return None
         if not found:
             return None
-        record = json.loads(found[0])
+        principal = self._principal(found[0])
+        if int(found[1]):
+            raise self._over(self._requests_per_min(principal), int(found[1]), "requests")
+        return principal
+
+    @staticmethod
+    def _principal(cached: str | bytes) -> AuthenticatedPrincipal:
+        record = json.loads(cached)
         expires_at = record["expires_at"]
-        principal = AuthenticatedPrincipal(
+        return AuthenticatedPrincipal(
             name=record["name"],
             roles=frozenset(record["roles"]),
             via="key",
@@ -123,12 +136,22 @@ class RateLimiter:
             items_per_min=record["items_per_min"],
             expires_at=datetime.fromisoformat(expires_at) if expires_at else None,
         )
-        if int(found[1]):
-            raise self._over(self._requests_per_min(principal), int(found[1]), "requests")
-        return principal
 
-    def remember(self, key_hash: str, principal: AuthenticatedPrincipal) -> None:
-        """Cache a key found in the database, and take one request from its limit."""
+    def peek(self, key_hash: str) -> AuthenticatedPrincipal | None:
+        """The principal of a cached key, taking nothing from its limit (an open events
+        stream checking its key again); None when the key is not cached."""
+        try:
+            found = self.client.get(self._cache_key(key_hash))
+        except redis.RedisError:
+            log.warning("API key cache unavailable: Redis did not answer")
+            return None
+        return None if found is None else self._principal(found)
+
+    def remember(
+        self, key_hash: str, principal: AuthenticatedPrincipal, *, take: bool = True
+    ) -> None:
+        """Cache a key found in the database, and take one request from its limit (unless
+        not `take`)."""
         record = {
             "name": principal.name,
             "roles": sorted(principal.roles),
@@ -143,7 +166,7 @@ class RateLimiter:
         except redis.RedisError:
             log.warning("API key cache unavailable: Redis did not answer")
         per_min = self._requests_per_min(principal)
-        if per_min > 0:
+        if take and per_min > 0:
             wait_ms = self._take(self._requests_key(key_hash), per_min, 1)
             if wait_ms:
                 raise self._over(per_min, wait_ms, "requests")
@@ -166,20 +189,28 @@ class RateLimiter:
             return 0
 
     def items(self, principal: AuthenticatedPrincipal, n: int) -> None:
-        """Take `n` items from the key's items-per-minute limit (429 when over)."""
-        if principal.key_id is None or n <= 0:
+        """Take `n` items from the key's (a signed-in person's: the principal's)
+        items-per-minute limit (429 when over)."""
+        if principal.via == "key" and principal.key_id is not None:
+            bucket, whose = f"verifier:rl:items:{principal.key_id}", "this key's"
+        elif principal.via == "session":
+            bucket = f"verifier:rl:items:person:{_hashed(principal.name)}"
+            whose = f"{principal.name}'s"
+        else:  # dev's local admin
+            return
+        if n <= 0:
             return
         per_min = _limit(principal.items_per_min, self.settings.items_per_min, principal.roles)
         if per_min <= 0:
             return
         if n > per_min:
             raise RateLimitedError(
-                f"{n} items in one request exceed this key's limit of {per_min} items per "
+                f"{n} items in one request exceed {whose} limit of {per_min} items per "
                 "minute; split them over several requests", retry_after_s=60,
             )  # fmt: skip
-        wait_ms = self._take(f"verifier:rl:items:{principal.key_id}", per_min, n)
+        wait_ms = self._take(bucket, per_min, n)
         if wait_ms:
-            raise self._over(per_min, wait_ms, "items")
+            raise self._over(per_min, wait_ms, "items", whose)
 
 
 class SignInThrottle:

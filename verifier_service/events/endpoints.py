@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from verifier_service.auth.deps import JobViewer
+from verifier_service.auth.deps import JobViewer, still_authenticated
 from verifier_service.auth.schemas import AuthenticatedPrincipal
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import SessionDep, SettingsDep, WaiterDep
@@ -68,12 +71,51 @@ async def _stream(
                 yield ": keep-alive\n\n"
 
 
+async def _while_authenticated(
+    frames: AsyncIterator[str], authenticated: Callable[[], bool], every_s: float
+) -> AsyncIterator[str]:
+    """The frames of a stream while the credential that opened it still holds: checked again
+    when `every_s` has passed, before the next frame or while none comes. A revoked or
+    expired key, or a session signed out, closes the stream (the client's resume then gets
+    the 401 saying why)."""
+    checked = time.monotonic()
+    pending: asyncio.Task[str] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(frames))
+            left = checked + every_s - time.monotonic()
+            if left > 0:
+                await asyncio.wait({pending}, timeout=left)
+            if time.monotonic() - checked >= every_s:
+                if not await run_in_threadpool(authenticated):
+                    return
+                checked = time.monotonic()
+            if not pending.done():
+                continue
+            try:
+                frame = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield frame
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await pending
+        close = getattr(frames, "aclose", None)  # a generator's: its `with` blocks end now
+        if close is not None:
+            await close()
+
+
 @router.get(
     "/v1/jobs/{job_id}/events",
     response_class=StreamingResponse,
     responses={200: {"content": {"text/event-stream": {}}, "description": "An SSE stream"}},
 )
 async def job_events(
+    request: Request,
     job_id: str,
     principal: JobViewer,
     waiter: WaiterDep,
@@ -83,8 +125,13 @@ async def job_events(
     """Server-sent events of a job (item.finished, item.revised, job.finished); resumable."""
     after = service.parse_cursor(last_event_id, "Last-Event-ID")
     await run_in_threadpool(_visible, job_id, principal)
+    frames = _stream(job_id, after, waiter, settings.webhooks.stream_keepalive_s)
     return StreamingResponse(
-        _stream(job_id, after, waiter, settings.webhooks.stream_keepalive_s),
+        _while_authenticated(
+            frames,
+            partial(still_authenticated, request, settings),
+            settings.webhooks.stream_auth_check_s,
+        ),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

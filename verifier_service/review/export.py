@@ -26,6 +26,17 @@ FIXED_COLUMNS = [
     "steps",
 ]
 
+#: What a spreadsheet reads as the start of a formula (OWASP's CSV injection list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralised(value: Any) -> Any:
+    """A cell a spreadsheet shows as text: a string that would start a formula gets a leading
+    `'` (OWASP's advice); numbers, which cannot be formulas, stay numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
 
 def _record(answer: ReviewAnswer, task: ReviewTask) -> dict[str, Any]:
     return {
@@ -58,17 +69,18 @@ def jsonl(queue: str | None) -> Iterator[str]:
 
 def csv_rows(queue: str | None) -> Iterator[str]:
     """Every answer as CSV: fixed columns, then one `value.<dimension>` column per dimension
-    of the queue's rubrics (steps as JSON text)."""
+    of the queue's rubrics (steps as JSON text). Text that a spreadsheet would take for a
+    formula (a comment `=HYPERLINK(...)`) starts with `'`, so it shows as text."""
     records = list(_records(queue))
     dims = sorted({name for r in records for name in r["values"]})
     header = FIXED_COLUMNS + [f"value.{d}" for d in dims]
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(header)
+    writer.writerow([neutralised(cell) for cell in header])
     for record in records:
         row = [record[c] if c != "steps" else json.dumps(record[c]) for c in FIXED_COLUMNS]
         row += [record["values"].get(d, "") for d in dims]
-        writer.writerow(row)
+        writer.writerow([neutralised(cell) for cell in row])
         if buffer.tell() > 65536:
             yield buffer.getvalue()
             buffer.seek(0)

@@ -47,8 +47,7 @@ def _page(
     request: Request, settings: Settings, name: str, status: int = 200, **context: Any
 ) -> HTMLResponse:
     """A page with the CSRF token its forms and script send (the nonce cookie made if missing)."""
-    nonce = request.cookies.get(CSRF_COOKIE) or csrf.Csrf.new_nonce()
-    context["csrf_token"] = csrf.csrf_for(settings.auth).token(nonce)
+    nonce, context["csrf_token"] = csrf.page_token(request.cookies, settings.auth)
     response = templates.TemplateResponse(request, name, context, status_code=status)
     if CSRF_COOKIE not in request.cookies:
         response.set_cookie(
