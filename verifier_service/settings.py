@@ -71,6 +71,12 @@ class ApiSettings(BaseModel):
         default=8 * 1024 * 1024, description="Largest accepted request body (413 above)."
     )
     max_items: int = Field(default=4096, description="Most items in one reward request.")
+    max_steps: int = Field(
+        default=1024,
+        ge=1,
+        description="Most steps in one trajectory (422 above): each step is an item of its own "
+        "on the ladder, and one job's work is done under its lock.",
+    )
     max_wait_s: float = Field(default=300.0, description="Largest accepted wait_s.")
     inline_max_items: int = Field(
         default=4,

@@ -73,6 +73,17 @@ def _check_kinds(document: PolicyDocument, request: RewardRequest) -> None:
                 )
 
 
+def _check_steps(request: RewardRequest, most: int) -> None:
+    for index, item in enumerate(request.items):
+        if isinstance(item, Trajectory) and len(item.steps) > most:
+            raise InvalidRequestError(
+                f"items[{index}].steps: {len(item.steps)} steps; the limit is {most} "
+                "(api.max_steps)",
+                hint="split the trajectory, or ask the operator to raise VERIFIER_API__MAX_STEPS",
+                limit=most,
+            )
+
+
 def submit(
     session: Session,
     request: RewardRequest,
@@ -98,6 +109,7 @@ def submit(
                 )
             return Submission(existing, LadderResult(), created=False, deadline_s=None)
 
+    _check_steps(request, get_settings().api.max_steps)
     policy = resolve(session, request.policy)
     _check_kinds(policy.document, request)
     if request.callback is not None:

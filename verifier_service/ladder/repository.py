@@ -160,6 +160,12 @@ def children(session: Session, parent_id: str) -> list[Item]:
     return list(session.scalars(query))
 
 
+def open_children(session: Session, parent_id: str) -> int:
+    """How many parts (steps, outcome) of a trajectory are not done."""
+    query = select(func.count()).where(Item.parent_id == parent_id, Item.state != "done")
+    return int(session.scalar(query) or 0)
+
+
 def verdicts_for(session: Session, item_ids: Sequence[str]) -> dict[str, list[VerdictRecord]]:
     """Stored verdicts per item, in ladder order."""
     out: dict[str, list[VerdictRecord]] = defaultdict(list)

@@ -105,6 +105,10 @@ def leaf_reward(
     )
 
 
+#: Parts of a trajectory (steps, outcome) its reason names when they were not scored.
+TROUBLES_NAMED = 5
+
+
 def trajectory_reward(doc: PolicyDocument, children: Sequence[Item]) -> Reward:
     """A trajectory's reward from its finished steps' and outcome's rewards."""
     rewards = [Reward.model_validate(c.reward) for c in children]
@@ -131,8 +135,11 @@ def trajectory_reward(doc: PolicyDocument, children: Sequence[Item]) -> Reward:
             else RewardStatus.pending
         )
         reason = "; ".join(
-            f"{children[i].role} {children[i].index}: {r.reason}" for i, r in troubled
+            f"{children[i].role} {children[i].index}: {r.reason}"
+            for i, r in troubled[:TROUBLES_NAMED]
         )
+        if len(troubled) > TROUBLES_NAMED:  # a long trajectory's reason stays readable
+            reason += f"; and {len(troubled) - TROUBLES_NAMED} more parts not scored"
         return Reward(value=None, status=worst, reason=reason, **common)
     value = combine_trajectory(doc.trajectory, step_values, outcome_value)
     fidelities = [r.fidelity for r in rewards if r.fidelity]

@@ -84,6 +84,8 @@ class LadderPass:
         self._deferred: dict[tuple[str, str, int], list[Item]] = defaultdict(list)
         # While set: trajectories whose steps were revised, recomposed once at the end.
         self._held_parents: set[str] | None = None
+        # Parts (steps, outcome) not done of each trajectory this pass finished a part of.
+        self._open_parts: dict[str, int] = {}
         # Rows made by this pass (verdicts, ledger rows, cache entries, tier times), written
         # together by `_write`.
         self._writes = PendingWrites()
@@ -471,6 +473,29 @@ class LadderPass:
         reward = leaf_reward(self.doc, item, self._records(item), stop, context, fallback)
         self._complete(item, reward)
 
+    def _part_done(self, parent_id: str, revised: bool) -> None:
+        """A step (or the outcome) of a trajectory finished, or got a new reward: the
+        trajectory is composed (again) once none of its parts is open. Its open parts are
+        counted once per pass (one query), then kept here: a part finishing reads nothing, so
+        a long trajectory's work costs the same statements per item as a short one's."""
+        if revised and self._held_parents is not None:
+            self._held_parents.add(parent_id)
+            return
+        open_parts = self._open_parts.get(parent_id)
+        if open_parts is None:
+            self.session.flush()  # this pass's finished parts count as finished
+            open_parts = repository.open_children(self.session, parent_id)
+        elif not revised:
+            open_parts -= 1
+        self._open_parts[parent_id] = open_parts
+        if open_parts > 0:
+            return
+        parent = self.session.get(Item, parent_id)
+        assert parent is not None
+        if revised or parent.state != ItemState.done:
+            parts = repository.children(self.session, parent_id)
+            self._complete(parent, trajectory_reward(self.doc, parts))
+
     def revise(self, item: Item, reward: Reward) -> None:
         """Give a finished item a new reward (e.g. people's answer after a deadline fallback):
         its revision goes up by one and the trainer is told (item.revised), if it changed."""
@@ -495,15 +520,7 @@ class LadderPass:
         stored["revision"] = revision  # (not a model copy per item: the dump is what is kept)
         item.reward = stored
         if item.parent_id is not None:
-            self.session.flush()
-            parent = self.session.get(Item, item.parent_id)
-            assert parent is not None
-            siblings = repository.children(self.session, parent.id)
-            all_done = all(s.state == ItemState.done for s in siblings)
-            if revised and self._held_parents is not None:
-                self._held_parents.add(parent.id)
-            elif all_done and (revised or parent.state != ItemState.done):
-                self._complete(parent, trajectory_reward(self.doc, siblings))
+            self._part_done(item.parent_id, revised)
             return
         self.result.events.append(
             events.item_event(self.job.id, self.job.principal, item.index, revision, item.reward)
