@@ -9,6 +9,7 @@ which comparison mode applies; docs/text-tiers.md gives every rule.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, ClassVar
@@ -16,7 +17,7 @@ from typing import Any, ClassVar
 from pydantic import ValidationError
 
 from tiers.base import Candidate, Verdict, VerdictStatus, judge_one, stable_json
-from tiers.text.compare import UNIT, Comparison, compare, foreign_digits, nfkc, parse_number
+from tiers.text.compare import UNIT, Comparison, compare, foreign_digits, nfkc
 from tiers.text.extract import Extraction, extract, source_name
 from tiers.text.mathpool import MathOutcome, pool_for
 from tiers.text.schemas import AnswerConfig
@@ -149,12 +150,13 @@ class AnswerTier:
         answer = nfkc(answer)
         if foreign_digits(answer):
             return Comparison(False, False, problem="foreign_digits")
-        number = parse_number(answer) if _plain(answer) else None
-        if number is not None:  # plain numbers on both sides need no sympy
-            expected = [parse_number(r) if _plain(r) else None for r in references]
+        number = _integer(answer)
+        if number is not None:  # whole numbers on both sides need no sympy: equal or not
+            expected = [_integer(r) for r in references]
             if all(e is not None for e in expected):
-                hits = [i for i, e in enumerate(expected) if e is not None and _close(number, e)]
+                hits = [i for i, e in enumerate(expected) if e == number]
                 return Comparison(True, bool(hits), hits[0] if hits else -1, answer)
+        answer, references = _scientific(answer), [_scientific(r) for r in references]
         limit = self.settings.math_timeout_s
         limit = min(cfg.math_timeout_s or limit, limit)
         pool = pool_for(
@@ -240,10 +242,22 @@ _MODE_NOUN = {
 }
 
 
-def _plain(text: str) -> bool:
-    """A bare number (digits, one point, thousands commas, a ratio), nothing symbolic."""
-    return all(ch.isascii() and (ch.isdigit() or ch in "-.,/ ") for ch in text.strip())
+def _integer(text: str) -> int | None:
+    """A whole number written plainly (`-12`, `1,234`, `12.0`), else None; anything else goes
+    to math-verify, which compares decimals after rounding to 6 places."""
+    text = text.strip()
+    if len(text) > 40 or not _INTEGER.match(text):
+        return None
+    return int(text.replace(",", "").split(".")[0])
 
 
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= 1e-9 + 1e-6 * max(abs(a), abs(b))
+_E_NOTATION = re.compile(r"^\s*(-?(?:[0-9]+\.?[0-9]*|\.[0-9]+))[eE]([-+]?[0-9]{1,4})\s*$", re.ASCII)
+
+
+def _scientific(text: str) -> str:
+    """`1.5e3` as LaTeX (`1.5 \\times 10^{3}`): sympy would read it as 1.5 x e x 3."""
+    m = _E_NOTATION.match(text)
+    return f"{m[1]} \\times 10^{{{m[2]}}}" if m else text
+
+
+_INTEGER = re.compile(r"^-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.0*)?$", re.ASCII)

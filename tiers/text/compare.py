@@ -76,6 +76,19 @@ def _exact_number(text: str) -> float | None:
     return None
 
 
+def plain_number(text: str) -> float | None:
+    """A bare number, nothing symbolic: `12`, `-0.5`, `1,234`, `1.5e3`, `3/4` (None otherwise).
+    Used to compare numbers without sympy (`1.5e3` would read there as 1.5 x e x 3)."""
+    text = text.replace(" ", "")
+    if _THOUSANDS.match(text):
+        text = text.replace(",", "")
+    if _PLAIN.match(text):
+        return float(text)
+    if m := _RATIO.match(text):
+        return float(Fraction(int(m[1]), int(m[2]))) if int(m[2]) else None
+    return None
+
+
 def parse_number(text: str) -> float | None:
     """A number written plainly or with text around it: `1,234.5`, `1.5e3`, `1.5 \\times 10^3`,
     `3/4`, `\\frac{3}{4}`, `$18`, `18 dollars`, `75%` (read as 75). None when the text holds no
@@ -128,15 +141,17 @@ def read_choice(answer: str, letters: str, options: list[str]) -> tuple[str | No
     """The one option an answer picks (a letter), or (None, reason).
 
     Rules, in order: the answer is a letter alone (`B`, `(B)`, `B.`, `b`); a letter then the
-    option's text (`B) 12 apples`; the text must not be another option's); exactly one option's
-    text; else the standalone option letters in it: one is the pick, several is
-    `several_options` (an answer listing A B C D picks nothing)."""
+    option's text (`B) 12 apples`; the text must be neither another option's nor name another
+    as `(C)`); exactly one option's text; else the standalone option letters in it: one is
+    the pick, several is `several_options` (an answer listing A B C D picks nothing)."""
     text = _choice_text(answer)
     pattern = f"[{letters}]"
     if m := re.fullmatch(rf"(?:option\s+)?\(?({pattern})\)?[.:)]?", text, re.IGNORECASE):
         return m[1].upper(), None
     normalized = [squad_normalize(o) for o in options]
     if m := re.fullmatch(rf"\(?({pattern})[).:]\s*(.+)", text, re.DOTALL):
+        if re.search(rf"(?<![A-Za-z])\(?{pattern}\)", m[2]):  # "(B) or (C)"
+            return None, "several_options"
         rest = squad_normalize(m[2])
         picked = letters.index(m[1])
         if rest in normalized and normalized.index(rest) != picked:

@@ -53,7 +53,12 @@ class AnswerConfig(_Config):
         description="Pattern of `regex`: its group `answer`, else group 1, else the whole "
         "match; the last match counts.",
     )
-    rel_tol: float = Field(default=1e-6, ge=0, description="`numeric`: relative tolerance.")
+    rel_tol: float = Field(
+        default=1e-9,
+        ge=0,
+        description="`numeric`: relative tolerance (the default is tight so that 1000001 never "
+        "passes for 1000000; loosen it for measured quantities).",
+    )
     abs_tol: float = Field(default=1e-9, ge=0, description="`numeric`: absolute tolerance.")
     choices: str = Field(
         default="ABCDE",
