@@ -8,7 +8,7 @@ COPY tiers ./tiers
 COPY workers ./workers
 COPY migrations ./migrations
 COPY policies ./policies
-RUN pip install --no-cache-dir '.[postgres,quantum,ml]' \
+RUN pip install --no-cache-dir '.[server,postgres,quantum,ml,text]' \
     && useradd --create-home --uid 1000 verifier
 USER verifier
 EXPOSE 8000

@@ -1,3 +1,3 @@
-from verifier_service.cli import app
+from verifier_service.launcher import main
 
-app()
+main()

@@ -43,7 +43,7 @@ auth_cli.mount(app)
 
 def _mount_train() -> None:
     # The GRPO trainer's heavy imports (torch, TRL) happen inside the command.
-    from workers.grpo.cli import train
+    from trainer.cli import train
 
     app.command("train")(train)
 

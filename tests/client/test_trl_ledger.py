@@ -1,5 +1,5 @@
 """The TRL reward's per-step figures from job cost reports (the shape GET /v1/jobs/{id}/cost
-answers; the live path is tests/workers/grpo/test_grpo_ladder.py)."""
+answers; the live path is tests/trainer/test_grpo_ladder.py)."""
 
 from __future__ import annotations
 

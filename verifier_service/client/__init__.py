@@ -23,7 +23,8 @@ from verifier_service.client.errors import (
 from verifier_service.client.settings import ClientSettings
 from verifier_service.client.sync import VerifierClient
 from verifier_service.client.webhooks import WebhookVerificationError, verify_webhook
-from verifier_service.jobs.schemas import JobOut, Reward, RewardStatus
+from verifier_service.wire.jobs import JobOut
+from verifier_service.wire.rewards import Reward, RewardStatus
 
 __all__ = [
     "APIError",

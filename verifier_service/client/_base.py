@@ -19,7 +19,8 @@ from verifier_service.client.errors import (
     error_for,
 )
 from verifier_service.client.settings import ClientSettings
-from verifier_service.jobs.schemas import ItemOut, JobOut, Reward, RewardStatus
+from verifier_service.wire.jobs import ItemOut, JobOut
+from verifier_service.wire.rewards import Reward, RewardStatus
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 ItemLike = Mapping[str, Any] | BaseModel

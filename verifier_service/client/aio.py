@@ -14,8 +14,9 @@ import httpx
 from verifier_service.client import _base
 from verifier_service.client._base import ClientCore, ItemLike, PollPolicy, RetryPolicy
 from verifier_service.client.sse import SseParser, StreamState, reward_of
-from verifier_service.events.schemas import ChangesPage, JobEventOut
-from verifier_service.jobs.schemas import JobOut, Reward
+from verifier_service.wire.events import ChangesPage, JobEventOut
+from verifier_service.wire.jobs import JobOut
+from verifier_service.wire.rewards import Reward
 
 
 class AsyncVerifierClient(ClientCore):

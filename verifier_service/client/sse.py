@@ -6,8 +6,8 @@ import time
 
 import httpx
 
-from verifier_service.events.schemas import JobEventOut
-from verifier_service.jobs.schemas import Reward
+from verifier_service.wire.events import JobEventOut
+from verifier_service.wire.rewards import Reward
 
 #: Longest wait for a byte of the stream (the service sends a keep-alive every ~15 s).
 READ_TIMEOUT_S = 60.0

@@ -30,7 +30,7 @@ from verifier_service.client.aio import AsyncVerifierClient
 from verifier_service.client.mappings import ItemMapping, group_key, message_text, with_group
 from verifier_service.client.settings import ClientSettings
 from verifier_service.client.sync import VerifierClient
-from verifier_service.ladder.schemas import Reward, RewardStatus
+from verifier_service.wire.rewards import Reward, RewardStatus
 
 _LEDGER = "ledger"
 

@@ -27,7 +27,7 @@ from typing import Any
 from verifier_service.client.mappings import CodeMapping, ItemMapping, SmilesMapping
 from verifier_service.client.settings import ClientSettings
 from verifier_service.client.sync import VerifierClient
-from verifier_service.ladder.schemas import Reward, RewardStatus
+from verifier_service.wire.rewards import Reward, RewardStatus
 
 
 @lru_cache(maxsize=8)

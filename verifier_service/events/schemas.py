@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, UrlConstraints
 
-EventKind = Literal["item.finished", "item.revised", "job.finished"]
+# The stream's and the feed's models are the wire contract's (the client imports them).
+from verifier_service.wire.events import ChangesPage as ChangesPage
+from verifier_service.wire.events import EventKind as EventKind
+from verifier_service.wire.events import JobEventOut as JobEventOut
+from verifier_service.wire.events import RewardChange as RewardChange
 
 #: Longest callback URL accepted.
 MAX_URL_LENGTH = 2048
@@ -24,37 +28,6 @@ class CallbackIn(BaseModel):
         description="An http(s) URL; its host must be allowed by the service's "
         "webhooks settings (no private addresses by default)."
     )
-
-
-class JobEventOut(BaseModel):
-    """One event of a job, as streamed, fed and sent to webhooks."""
-
-    id: int = Field(description="Grows in commit order: a cursor (Last-Event-ID).")
-    type: EventKind
-    job_id: str
-    timestamp: datetime
-    data: dict[str, Any] = Field(
-        description="item.*: index, revision, reward. job.finished: status, n_items, n_done."
-    )
-
-
-class RewardChange(BaseModel):
-    """A reward as finished (revision 1) or changed later (revision 2, 3, ...)."""
-
-    cursor: str
-    job_id: str
-    index: int = Field(description="The item's position in its request.")
-    revision: int
-    type: EventKind
-    reward: dict[str, Any]
-    timestamp: datetime
-
-
-class ChangesPage(BaseModel):
-    """A page of the changes feed, and the cursor to ask for the next."""
-
-    changes: list[RewardChange]
-    next: str = Field(description="Pass as `since` to get what came after this page.")
 
 
 class DeliveryAttemptOut(BaseModel):

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tiers.base import TextPayload, Verdict
+from tiers.base import TextPayload
 from tiers.chem.schemas import MoleculePayload
 from tiers.code.schemas import CodePayload
 from verifier_service.events.schemas import CallbackIn
-
-# The reward types are the ladder's; they are part of this API's bodies, so exported here too.
-from verifier_service.ladder.schemas import Reward as Reward
-from verifier_service.ladder.schemas import RewardCost as RewardCost
-from verifier_service.ladder.schemas import RewardStatus as RewardStatus
 from verifier_service.policies.schemas import POLICY_NAME_PATTERN
+
+# The answer's models are the wire contract's (light: the client imports them); exported here too.
+from verifier_service.wire.jobs import ItemOut as ItemOut
+from verifier_service.wire.jobs import JobOut as JobOut
+from verifier_service.wire.jobs import StoredVerdict as StoredVerdict
+from verifier_service.wire.rewards import Reward as Reward
+from verifier_service.wire.rewards import RewardCost as RewardCost
+from verifier_service.wire.rewards import RewardStatus as RewardStatus
 
 
 class _In(BaseModel):
@@ -143,48 +145,4 @@ class RewardRequest(_In):
         default=None,
         description="Send this job's events (item.finished, item.revised, job.finished) to a "
         "URL as signed webhooks (Standard Webhooks), retried with backoff.",
-    )
-
-
-class StoredVerdict(Verdict):
-    """A verdict as stored: with its id and ladder step."""
-
-    id: str
-    step: int
-
-
-class ItemOut(BaseModel):
-    """One item of a job, its ladder state, reward and verdicts."""
-
-    index: int
-    kind: str
-    state: str
-    reward: Reward | None
-    verdicts: list[StoredVerdict] = Field(default_factory=list)
-    steps: list[ItemOut] | None = Field(
-        default=None, description="For trajectories: each step's and the outcome's own item."
-    )
-
-
-class JobOut(BaseModel):
-    """A job: status, the policy version it ran under, and its items."""
-
-    id: str
-    status: Literal["running", "completed"]
-    policy: str
-    policy_version: int
-    created_at: datetime
-    finished_at: datetime | None
-    n_items: int
-    n_done: int
-    request_id: str | None = Field(
-        default=None,
-        description="X-Request-ID of the request that created the job; the logs of its tasks "
-        "carry it too.",
-    )
-    items: list[ItemOut]
-    warnings: list[str] = Field(
-        default_factory=list,
-        description="What keeps a running job from finishing that the caller should know, "
-        "e.g. items waiting on a queue that no live worker consumes.",
     )

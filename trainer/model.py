@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from workers.grpo.config import ModelConfig
-from workers.grpo.tokenizer import build_tokenizer
+from trainer.config import ModelConfig
+from trainer.tokenizer import build_tokenizer
 
 
 def build_model(config: ModelConfig, seed: int, corpus: Sequence[str] = ()) -> tuple[Any, Any]:

@@ -9,8 +9,8 @@ from typing import Any
 
 import trl  # noqa: F401  # the train extra: .ci/test installs it; a missing TRL fails, not skips
 
-from workers.grpo.config import TrainConfig
-from workers.grpo.trainer import REWARD_KEY, VALIDITY_KEY, run
+from trainer.config import TrainConfig
+from trainer.trainer import REWARD_KEY, VALIDITY_KEY, run
 
 CONFIGS = Path(__file__).resolve().parents[3] / "workers" / "grpo" / "configs"
 

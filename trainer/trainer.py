@@ -10,13 +10,13 @@ from typing import Any
 
 from rich.console import Console
 
+from trainer.config import TrainConfig
+from trainer.model import build_model
+from trainer.plotting import plot_reward_curve, read_metrics
+from trainer.warmstart import load_smiles, sample_validity, warm_start
 from verifier_service.client import VerifierClient
 from verifier_service.client.mappings import SmilesMapping
 from verifier_service.client.trl import AsyncTRLReward, TRLReward
-from workers.grpo.config import TrainConfig
-from workers.grpo.model import build_model
-from workers.grpo.plotting import plot_reward_curve, read_metrics
-from workers.grpo.warmstart import load_smiles, sample_validity, warm_start
 
 console = Console(stderr=True)
 

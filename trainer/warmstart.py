@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from workers.grpo.config import WarmStartConfig
+from trainer.config import WarmStartConfig
 
 
 def default_smiles_file() -> Path:

@@ -1,6 +1,6 @@
 """A run's metrics JSONL as a Markdown table: per block of steps, the mean of each figure.
 
-python -m workers.grpo.summary runs/grpo-ladder/metrics.jsonl --block 50
+python -m trainer.summary runs/grpo-ladder/metrics.jsonl --block 50
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from workers.grpo.plotting import read_metrics
+from trainer.plotting import read_metrics
 
 REWARD = "rewards/verifier/mean"
 VALIDITY = "rewards/molecule_validity/mean"

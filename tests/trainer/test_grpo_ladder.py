@@ -13,8 +13,8 @@ import pytest
 import yaml
 from support import Service, private_backends, start_service
 
-from workers.grpo.config import TrainConfig
-from workers.grpo.trainer import FIDELITY_PREFIX, LEDGER_PREFIX, REWARD_KEY, WARM_VALIDITY_KEY, run
+from trainer.config import TrainConfig
+from trainer.trainer import FIDELITY_PREFIX, LEDGER_PREFIX, REWARD_KEY, WARM_VALIDITY_KEY, run
 
 ROOT = Path(__file__).resolve().parents[3]
 POLICY = ROOT / "workers" / "grpo" / "policies" / "drug-likeness-ladder.yaml"

@@ -1,6 +1,7 @@
-"""`verifier-service train --config FILE`: the companion GRPO trainer.
+"""`verifier-trainer --config FILE`: the companion GRPO trainer, a client program of the service.
 
-Mounted by the main CLI as `app.command("train")(train)`; nothing here imports torch until a run.
+Its own command (installed with `pip install 'verifier-service[train]'`, no server parts); the
+server's CLI mounts it too, as `verifier-service train`. Nothing here imports torch until a run.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def train(
     max_steps: Annotated[int | None, typer.Option(help="Overrides grpo.max_steps.")] = None,
 ) -> None:
     """GRPO with TRL's GRPOTrainer, rewarded by this service (needs the `train` extra)."""
-    from workers.grpo.config import TrainConfig
+    from trainer.config import TrainConfig
 
     run_config = TrainConfig.load(config)
     if base_url is not None:
@@ -34,7 +35,7 @@ def train(
     if max_steps is not None:
         run_config.grpo.max_steps = max_steps
     try:
-        from workers.grpo.trainer import run
+        from trainer.trainer import run
     except ImportError as exc:
         typer.echo(f"error: {exc}; install the train extra: pip install 'verifier-service[train]'")
         raise typer.Exit(2) from None
@@ -46,3 +47,8 @@ def train(
         f"metrics: {summary.metrics}\nplot: {summary.plot}\n"
         f"model: {summary.model_dir}"
     )
+
+
+def main() -> None:
+    """The `verifier-trainer` command."""
+    typer.run(train)
