@@ -62,7 +62,8 @@ def main() -> None:
     from verifier_service.jobs.service import submit
     from verifier_service.ladder.models import VerdictCacheEntry
     from verifier_service.metrics import registry
-    from verifier_service.settings import MetricsSettings, configure_tiers, get_settings
+    from verifier_service.settings import MetricsSettings, get_settings
+    from verifier_service.wiring import configure_tiers
 
     settings = get_settings()
     configure_tiers(settings)

@@ -33,7 +33,8 @@ from verifier_service.core.notify import JobWaiter
 from verifier_service.metrics import propagation, tracing
 from verifier_service.metrics import registry as metrics_registry
 from verifier_service.metrics.http import HttpMetrics, RouteTemplates
-from verifier_service.settings import Settings, configure_tiers, get_settings
+from verifier_service.settings import Settings, get_settings
+from verifier_service.wiring import configure_tiers
 
 log = structlog.get_logger(__name__)
 

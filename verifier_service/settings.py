@@ -431,17 +431,3 @@ class Settings(BaseSettings):
 @lru_cache
 def get_settings() -> Settings:
     return Settings()
-
-
-def configure_tiers(settings: Settings | None = None) -> None:
-    """Hand the tier families their groups of `settings` (default: this process's).
-
-    Every process entry point that may run a tier calls this once at start-up; the tiers never
-    read the service's settings themselves.
-    """
-    from tiers.registry import configure
-    from verifier_service.review.hooks import install_review_tier
-
-    settings = settings or get_settings()
-    configure({"code": settings.sandbox, "chem": settings.chem, "answer": settings.answer})
-    install_review_tier()  # the `human` tier's work goes to the review queue

@@ -16,7 +16,8 @@ from celery.signals import (
 )
 
 from verifier_service.core.broker import QUEUES, celery_app
-from verifier_service.settings import configure_tiers, get_settings
+from verifier_service.settings import get_settings
+from verifier_service.wiring import configure_tiers
 from workers import kombu_patches
 
 kombu_patches.install()  # a Redis restart at the wrong moment: reconnect, don't exit

@@ -3,7 +3,8 @@
 - `tiers/` is usable without the service: it imports nothing of `verifier_service` or `workers`.
 - The service does not import `workers/` (the tasks, worker signals, the GRPO trainer), except
   the CLI, which wires every process together.
-- The service's domain packages (jobs, ladder, policies, ...) form no loop.
+- The service's domain packages (jobs, ladder, policies, ...) and its top-level modules
+  (settings, health) form no loop; only the entry points (app, cli, wiring) import across all.
 """
 
 from __future__ import annotations
@@ -67,15 +68,21 @@ def test_only_the_cli_imports_workers() -> None:
     assert {m: i for m, i in offending.items() if i} == {}
 
 
+#: The modules that wire the domains together at start-up: they may import anything, and only
+#: commands (`*.cli`) import them.
+ENTRY_POINTS = frozenset({"app", "cli", "launcher", "wiring", "__main__"})
+
+
 def _domain(module: str) -> str | None:
+    """The node of the graph a module belongs to: its domain package, or the top-level module
+    itself (settings, health, ...); None for the entry points and for what is not ours."""
     parts = module.split(".")
-    if (
-        parts[0] != "verifier_service"
-        or len(parts) < 3
-        or not (REPO / "verifier_service" / parts[1]).is_dir()
-    ):
-        return None  # top-level modules (app, cli, settings, health) wire the domains together
-    return parts[1]
+    if parts[0] != "verifier_service" or len(parts) < 2 or parts[1] in ENTRY_POINTS:
+        return None
+    here = REPO / "verifier_service"
+    if (here / parts[1]).is_dir() or (here / f"{parts[1]}.py").is_file():
+        return parts[1]
+    return None
 
 
 def domain_graph() -> dict[str, set[str]]:
@@ -108,6 +115,26 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_domain_packages_form_no_loop() -> None:
     assert _cycles(domain_graph()) == []
+
+
+def test_settings_import_no_domain() -> None:
+    # Every domain reads the settings: one import back from settings closes a loop through all.
+    assert {_domain(i) for i in import_graph("verifier_service")["verifier_service.settings"]} <= {
+        None,
+        "settings",
+    }
+
+
+def test_only_commands_import_the_entry_points() -> None:
+    offending = {
+        module: sorted(i for i in imports if i.split(".")[:2] in _ENTRY_POINT_PREFIXES)
+        for module, imports in import_graph("verifier_service").items()
+        if _domain(module) is not None and not module.endswith(".cli")
+    }
+    assert {m: i for m, i in offending.items() if i} == {}
+
+
+_ENTRY_POINT_PREFIXES = [["verifier_service", name] for name in ENTRY_POINTS]
 
 
 def test_the_checker_sees_a_loop() -> None:

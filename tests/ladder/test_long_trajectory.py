@@ -27,7 +27,8 @@ from verifier_service.ladder.models import Item, Job
 from verifier_service.ladder.operations import cancel_job
 from verifier_service.ladder.runs import prepare_tier_run, record_tier_run
 from verifier_service.policies import service as policies
-from verifier_service.settings import configure_tiers, get_settings
+from verifier_service.settings import get_settings
+from verifier_service.wiring import configure_tiers
 
 SCHEMA = {"type": "object", "required": ["tool"], "properties": {"tool": {"type": "string"}}}
 

@@ -12,7 +12,8 @@ from review_factories import ReviewDb
 
 from verifier_service.core.db import reset_engine_cache
 from verifier_service.core.migrate import upgrade
-from verifier_service.settings import configure_tiers, get_settings
+from verifier_service.settings import get_settings
+from verifier_service.wiring import configure_tiers
 
 
 def _use(monkeypatch: pytest.MonkeyPatch, url: str, redis_url: str) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from tiers.chem.surrogate_model import FeatureKind, SurrogateModelError, train_surrogate
-from verifier_service.settings import configure_tiers
+from verifier_service.wiring import configure_tiers
 
 chem_app = typer.Typer(help="Chemistry tiers: train the learned surrogate of chem.surrogate.")
 
