@@ -7,12 +7,21 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache, partial
 from typing import Any, ClassVar
 
-from jsonschema import Draft202012Validator, SchemaError
+import re2
+from jsonschema import Draft202012Validator
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from referencing.exceptions import Unresolvable
 
 from tiers.base import Candidate, Verdict, VerdictStatus, judge_one, stable_json
+from tiers.schema_bounds import (
+    VALIDATION_TIME_LIMIT_S,
+    SchemaTooCostly,
+    bounded,
+    regex_problem,
+    time_limit,
+)
 
 MAX_REPORTED_ERRORS = 20
 
@@ -47,12 +56,36 @@ def check_schema(schema: Any) -> None:
         raise ValueError(problem)
 
 
+#: What a schema is tried on when it is checked: a `$ref` that loops without descending into
+#: the instance, or references that fan out exponentially, show on any of them.
+_PROBES: tuple[Any, ...] = (None, {}, [], "", 0)
+
+
 def _schema_problem(schema: dict[str, Any]) -> str | None:
-    try:
-        validator_for(schema, default=Draft202012Validator).check_schema(schema)
-    except SchemaError as exc:
+    cls = validator_for(schema, default=Draft202012Validator)
+    # The class's check_schema, with the `regex` format checked by RE2.
+    meta = validator_for(cls.META_SCHEMA, default=cls)
+    checker = meta(cls.META_SCHEMA, format_checker=bounded(cls).FORMAT_CHECKER)
+    for exc in checker.iter_errors(schema):
         where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
-        return f"invalid JSON Schema at {where}: {exc.message}"
+        message = exc.message
+        if exc.validator == "format" and isinstance(exc.instance, str):
+            message = regex_problem(exc.instance) or message
+        return f"invalid JSON Schema at {where}: {message}"
+    validator = bounded(cls)(schema)
+    try:
+        with time_limit():
+            for probe in _PROBES:
+                validator.is_valid(probe)
+    except RecursionError:
+        return "invalid JSON Schema: it refers to itself without end (a `$ref` loop)"
+    except SchemaTooCostly:
+        return (
+            f"invalid JSON Schema: validating even a trivial value took over "
+            f"{VALIDATION_TIME_LIMIT_S} s (references that fan out)"
+        )
+    except Exception as exc:  # an unresolvable $ref, a bad regex in a keyword the meta-schema skips
+        return f"invalid JSON Schema: {type(exc).__name__}: {exc}"[:500]
     return None
 
 
@@ -76,7 +109,7 @@ def _known_schema_problem(text: str, schema: dict[str, Any]) -> str | None:
 @lru_cache(maxsize=1024)
 def _validator(schema_text: str) -> Validator:
     schema = json.loads(schema_text)
-    cls = validator_for(schema, default=Draft202012Validator)
+    cls = bounded(validator_for(schema, default=Draft202012Validator))
     validator: Validator = cls(schema)
     return validator
 
@@ -122,6 +155,17 @@ class SchemaTier:
     def _verdict(self, **fields: Any) -> Verdict:
         return Verdict(tier=self.name, tier_version=self.version, **fields)
 
+    def _unusable_schema(self, from_item: bool, reason: str, feedback: str) -> Verdict:
+        if not from_item:
+            return self._verdict(status=VerdictStatus.error, reason=reason, feedback=feedback)
+        return self._verdict(
+            status=VerdictStatus.failed,
+            score=0.0,
+            components={"errors": 1.0},
+            reason=reason,
+            feedback=feedback,
+        )
+
     def _verify(self, item: Candidate, default_schema: Any) -> Verdict:
         schema = (item.reference or {}).get("schema", default_schema)
         if schema is None:
@@ -131,14 +175,36 @@ class SchemaTier:
                 feedback="no JSON Schema: give reference.schema on the item "
                 "or `schema` in the policy's config of the schema tier",
             )
+        # The API checks an item's schema before it takes it; one found unusable only here (sent
+        # before a check was added, or a loop the checks' probes did not reach) is the trainer's
+        # input, a scored failure that says why. The policy's schema is the operator's: an error.
+        from_item = "schema" in (item.reference or {})
         try:
             check_schema(schema)
         except ValueError as exc:
-            return self._verdict(
-                status=VerdictStatus.error, reason="invalid_schema", feedback=str(exc)
-            )
+            return self._unusable_schema(from_item, "invalid_schema", str(exc))
         validator = _validator(stable_json(schema))
-        errors = sorted(validator.iter_errors(item.payload), key=lambda e: [str(p) for p in e.path])
+        try:
+            with time_limit():
+                errors = sorted(
+                    validator.iter_errors(item.payload), key=lambda e: [str(p) for p in e.path]
+                )
+        except SchemaTooCostly:
+            return self._unusable_schema(
+                from_item,
+                "schema_too_costly",
+                f"the JSON Schema could not check this payload within {VALIDATION_TIME_LIMIT_S} s",
+            )
+        except RecursionError:
+            return self._unusable_schema(
+                from_item,
+                "invalid_schema",
+                "the JSON Schema refers to itself without end (a `$ref` loop)",
+            )
+        except (re2.error, Unresolvable) as exc:
+            return self._unusable_schema(
+                from_item, "invalid_schema", f"the JSON Schema cannot be used: {exc}"[:1000]
+            )
         if not errors:
             return self._verdict(status=VerdictStatus.passed, score=1.0, components={"errors": 0.0})
         lines = [

@@ -18,9 +18,9 @@ NUL_SMILES = "CC\x00O"
 
 
 @pytest.fixture(scope="module", params=["postgresql", "sqlite"])
-def service(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
-    Service
-]:
+def service(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Service]:
     """The API and a fast-queue worker on PostgreSQL or on the embedded default's SQLite."""
     data_dir = tmp_path_factory.mktemp(f"nul-{request.param}")
     if request.param == "postgresql":
