@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, ClassVar
 
@@ -82,7 +83,19 @@ class AnswerTier:
 
     def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
         cfg = AnswerConfig.model_validate(dict(config))
-        return [judge_one(self.name, self.version, partial(self._verify, i, cfg)) for i in items]
+
+        def one(item: Candidate) -> Verdict:
+            return judge_one(self.name, self.version, partial(self._verify, item, cfg))
+
+        threads = min(self.settings.math_processes, len(items))
+        if cfg.mode != "math" or threads < 2:
+            return [one(item) for item in items]
+        # Math comparisons wait on their subprocesses: as many at once as the pool has, so that
+        # a batch holding runaways takes about one deadline per pool slot, not one per runaway.
+        # (Each verdict's cpu_s is this process's clock over its span, which other threads
+        # share; the parent's part is small beside the comparison's, which runs in the child.)
+        with ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(one, items))
 
     def _verdict(self, status: VerdictStatus, **fields: Any) -> Verdict:
         if status is VerdictStatus.failed:

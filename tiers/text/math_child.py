@@ -18,6 +18,7 @@ import json
 import logging
 import resource
 import sys
+from functools import lru_cache
 from typing import Any
 
 
@@ -30,23 +31,30 @@ def _wrap(answer: str) -> str:
     return answer if "\\boxed" in answer else "\\boxed{" + answer + "}"
 
 
-def compare(request: dict[str, Any]) -> dict[str, Any]:
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+def read(text: str) -> list[Any]:
+    """math-verify's parse of an answer (as if boxed), or of a plain expression."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
     targets = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
+    found: list[Any] = parse(_wrap(text), targets, parsing_timeout=None)
+    if not found:  # plain expressions that LaTeX parsing missed: x**2 + 1
+        found = parse(text, [ExprExtractionConfig()], parsing_timeout=None)
+    return found
 
-    def read(text: str) -> list[Any]:
-        found: list[Any] = parse(_wrap(text), targets, parsing_timeout=None)
-        if not found:  # plain expressions that LaTeX parsing missed: x**2 + 1
-            found = parse(text, [ExprExtractionConfig()], parsing_timeout=None)
-        return found
+
+#: References come again and again (a GRPO group shares one): each is parsed once per child.
+read_reference = lru_cache(maxsize=4096)(read)
+
+
+def compare(request: dict[str, Any]) -> dict[str, Any]:
+    from math_verify import verify
 
     answer = read(str(request["answer"]))
     if not answer:
         return {"parsed": False, "equal": False, "index": -1, "shown": ""}
     shown = str(answer[-1] if isinstance(answer[-1], str) else answer[0])
     for index, reference in enumerate(request["references"]):
-        gold = read(str(reference))
+        gold = read_reference(str(reference))
         if gold and verify(gold, answer, timeout_seconds=None):
             return {"parsed": True, "equal": True, "index": index, "shown": shown}
     return {"parsed": True, "equal": False, "index": -1, "shown": shown}

@@ -151,17 +151,26 @@ class MathPool:
         (plus a child's start-up when none is idle) and never raises for a bad answer."""
         start = time.monotonic()
         child = self._take()
+        if child is None:
+            try:
+                child = _Child(self.memory_mb, self.start_timeout_s)
+            except (RuntimeError, OSError) as exc:
+                self._give_back(None)
+                return MathOutcome("unavailable", message=str(exc))
+        begun = time.monotonic()
         try:
-            if child is None:
-                try:
-                    child = _Child(self.memory_mb, self.start_timeout_s)
-                except (RuntimeError, OSError) as exc:
-                    return MathOutcome("unavailable", message=str(exc))
-            begun = time.monotonic()
             reply = child.ask({"answer": answer, "references": references}, timeout_s)
-        finally:
-            self._give_back(child)
+        except Exception:
+            child.kill()
+            self._give_back(None)
+            raise
         wall = time.monotonic() - begun
+        if reply is None or reply.get("error") == "memory":
+            # The child is gone: its slot gets a fresh one in the background, so that neither
+            # this caller nor the next waits for sympy's import (about a second).
+            threading.Thread(target=self._replace, daemon=True).start()
+        else:
+            self._give_back(child)
         if reply is None:
             self.restarts += 1
             timed_out = wall >= timeout_s * 0.99
@@ -173,6 +182,7 @@ class MathPool:
         if "error" in reply:
             if reply["error"] == "memory":
                 self.restarts += 1
+                child.kill()
             return MathOutcome(reply["error"], message=str(reply.get("message", "")), wall_s=wall)
         return MathOutcome(
             "ok",
@@ -182,6 +192,16 @@ class MathPool:
             shown=str(reply["shown"]),
             wall_s=wall,
         )
+
+    def _replace(self) -> None:
+        """Start a child for a slot whose child died, and hand the slot back."""
+        child = None
+        try:
+            child = _Child(self.memory_mb, self.start_timeout_s)
+        except (RuntimeError, OSError):
+            child = None  # the next caller of this slot tries again, and reports it
+        finally:
+            self._give_back(child)
 
     def warm(self) -> None:
         """Start one child now (it imports sympy), so the first comparison is not the slow one."""
