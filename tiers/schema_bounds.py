@@ -24,9 +24,12 @@ import jsonschema._keywords
 import jsonschema._legacy_keywords
 import jsonschema._utils
 import re2
+import referencing.jsonschema
 from jsonschema import FormatChecker, ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend
+from referencing import Registry, Specification
+from referencing.exceptions import Unresolvable
 
 #: The longest one schema validation may run (a check at the API or a verdict in a worker);
 #: honest tool-call schemas take well under a millisecond.
@@ -143,6 +146,83 @@ def _regex_format(instance: object) -> bool:
     if isinstance(instance, str):
         compiled(instance)
     return True
+
+
+# Keywords that apply a subschema to the same value: a chain of these that comes back to where it
+# started never ends (`{"$ref": "#"}`); keywords that descend into the value's parts end with it.
+_SAME_VALUE_ONE = ("not", "if", "then", "else")
+_SAME_VALUE_MANY = ("allOf", "anyOf", "oneOf")
+_SAME_VALUE_MAP = ("dependentSchemas", "dependencies")
+_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+
+_Edge = tuple[Any, Any, str]
+
+
+def _same_value_edges(
+    node: dict[str, Any], resolver: Any, spec: Specification[Any], path: str
+) -> Iterator[_Edge]:
+    for keyword in _REFERENCES:
+        ref = node.get(keyword)
+        if isinstance(ref, str):
+            try:
+                resolved = resolver.lookup(ref)
+            except Unresolvable:
+                continue  # found at verify time, a scored failure that names it
+            yield resolved.contents, resolved.resolver, f"{path}/{keyword}"
+    children: list[tuple[Any, str]] = [(node.get(k), f"{path}/{k}") for k in _SAME_VALUE_ONE]
+    for keyword in _SAME_VALUE_MANY:
+        if isinstance(node.get(keyword), list):
+            children += [(c, f"{path}/{keyword}/{i}") for i, c in enumerate(node[keyword])]
+    for keyword in _SAME_VALUE_MAP:
+        if isinstance(node.get(keyword), dict):
+            children += [(c, f"{path}/{keyword}/{k}") for k, c in node[keyword].items()]
+    for child, where in children:
+        if isinstance(child, dict):
+            yield child, resolver.in_subresource(spec.create_resource(child)), where
+
+
+def _subschemas(node: Any, resolver: Any, spec: Specification[Any], path: str) -> Iterator[_Edge]:
+    """Every object in a schema document, with the resolver of its place (its `$id`s)."""
+    stack = [(node, resolver, path)]
+    while stack:
+        node, resolver, path = stack.pop()
+        if isinstance(node, dict):
+            resolver = resolver.in_subresource(spec.create_resource(node))
+            yield node, resolver, path
+            stack.extend((v, resolver, f"{path}/{k}") for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, resolver, f"{path}/{i}") for i, v in enumerate(node))
+
+
+def reference_loop(schema: dict[str, Any]) -> str | None:
+    """Where a schema's references come back to a subschema without descending into the value
+    (validating anything against it would never end), or None. Linear in the schema's size."""
+    spec = referencing.jsonschema.specification_with(
+        str(schema.get("$schema", "")), default=referencing.jsonschema.DRAFT202012
+    )
+    # Only the schema's own references: one to elsewhere is not followed (nor a loop through it).
+    root = Registry().resolver_with_root(spec.create_resource(schema))
+    done: set[int] = set()
+    for start, resolver, path in _subschemas(schema, root, spec, ""):
+        if id(start) in done:
+            continue
+        open_ids = {id(start)}
+        stack = [(start, _same_value_edges(start, resolver, spec, path))]
+        while stack:
+            node, edges = stack[-1]
+            edge = next(edges, None)
+            if edge is None:
+                stack.pop()
+                open_ids.discard(id(node))
+                done.add(id(node))
+                continue
+            child, child_resolver, where = edge
+            if id(child) in open_ids:
+                return where.lstrip("/") or "(root)"
+            if id(child) not in done:
+                open_ids.add(id(child))
+                stack.append((child, _same_value_edges(child, child_resolver, spec, where)))
+    return None
 
 
 @lru_cache(maxsize=16)
