@@ -13,6 +13,7 @@ from typing import Any
 import cel
 
 from tiers.base import Verdict
+from verifier_service.policies.gate_cost import largest_collection
 
 # --------------------------------------------------------------------------- context
 
@@ -185,17 +186,32 @@ class GateContext:
         tiers: frozenset[str] | None,
         functions: bool,
         components: bool = True,
+        most: int | None = None,
     ) -> cel.Context:
-        """The CEL environment with only what an expression reads (conversion is the cost)."""
-        key = (variables, tiers, functions, components)
+        """The CEL environment with only what an expression reads (conversion is the cost).
+        With `most`, a list or map in it larger than that raises CollectionTooLarge (an
+        expression that walks collections is bounded by their size: see gate_cost.py)."""
+        key = (variables, tiers, functions, components, most)
         env = self._envs.get(key)
         if env is None:
-            env = cel.Context(
-                variables={name: self._variable(name, tiers, components) for name in variables},
-                functions=FUNCTIONS if functions else None,
-            )
+            values = {name: self._variable(name, tiers, components) for name in variables}
+            if most is not None:
+                for name, value in values.items():
+                    if (size := largest_collection(value)) > most:
+                        raise CollectionTooLarge(name, size, most)
+            env = cel.Context(variables=values, functions=FUNCTIONS if functions else None)
             self._envs[key] = env
         return env
+
+
+class CollectionTooLarge(ValueError):
+    """A variable holds a list or map larger than an expression that walks it may read."""
+
+    def __init__(self, variable: str, size: int, most: int) -> None:
+        super().__init__(
+            f"{variable} holds a list or map of {size} elements; a gate with comprehensions "
+            f"reads collections of at most {most}"
+        )
 
 
 def audit_draw(content_hash: str, step_index: int) -> float:

@@ -18,7 +18,9 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -26,11 +28,17 @@ from typing import Any, Literal
 import cel
 
 # The context and its views live in gate_context.py; importers of gates.py keep finding them here.
-from verifier_service.policies.gate_context import FUNCTIONS, VerdictView
+from verifier_service.policies.gate_context import FUNCTIONS, CollectionTooLarge, VerdictView
 from verifier_service.policies.gate_context import GateContext as GateContext
 from verifier_service.policies.gate_context import GroupView as GroupView
 from verifier_service.policies.gate_context import ItemView as ItemView
 from verifier_service.policies.gate_context import audit_draw as audit_draw
+from verifier_service.policies.gate_cost import (
+    MAX_COLLECTION,
+    MAX_DOCUMENT_COST,
+    GateCostError,
+    check_cost,
+)
 
 ExpectKind = Literal["bool", "number"]
 
@@ -180,6 +188,11 @@ class CompiledExpr:
     #: 20 us) only for the first item of each status, not for every item.
     discrete: tuple[tuple[str, str], ...] | None = None
     memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
+    #: Whether it has comprehensions: then the collections it reads are bounded in size
+    #: (gate_cost.MAX_COLLECTION), which bounds its work.
+    walks: bool = False
+    #: Upper bound of its work (gate_cost.check_cost).
+    cost: int = 0
 
     def _run(self, ctx: GateContext) -> Any:
         if self.constant is not None:
@@ -195,7 +208,13 @@ class CompiledExpr:
         return found
 
     def _execute(self, ctx: GateContext) -> Any:
-        env = ctx.cel_env(self.variables, self.tiers, self.uses_functions, self.components)
+        most = MAX_COLLECTION if self.walks else None
+        try:
+            env = ctx.cel_env(
+                self.variables, self.tiers, self.uses_functions, self.components, most
+            )
+        except CollectionTooLarge as exc:
+            raise GateEvaluationError(self.source, str(exc)) from exc
         try:
             return self.program.execute(env)
         except Exception as exc:  # the interpreter raises KeyError/TypeError/RuntimeError/...
@@ -238,6 +257,10 @@ def _compile_cached(expr: str, expect: ExpectKind) -> CompiledExpr:
     if not expr.strip():
         raise GateCompileError("empty expression", expression=expr)
     try:
+        cost = check_cost(expr)  # before anything runs it, the compiler included
+    except GateCostError as exc:
+        raise GateCompileError(str(exc), expression=expr) from None
+    try:
         program = cel.compile(expr)
     except Exception as exc:
         raise GateCompileError(_syntax_message(exc), expression=expr) from exc
@@ -273,6 +296,8 @@ def _compile_cached(expr: str, expect: ExpectKind) -> CompiledExpr:
         constant=constant,
         components=reads_components(expr),
         discrete=discrete_reads(expr) if names == {"verdicts"} and not functions else None,
+        walks=cost.comprehensions > 0,
+        cost=cost.cost,
     )
 
 
@@ -334,6 +359,7 @@ def check_expr(
     tier outside ``tiers``, a type error, or a result of the wrong type.
     """
     compiled = compile_expr(expr, expect=expect)
+    _spend(compiled)
     outside = sorted(compiled.named_tiers - set(tiers))
     if outside:
         where = ", ".join(tiers) if tiers else "none"
@@ -358,6 +384,35 @@ def check_expr(
             return compiled
         first_error = first_error or error
     raise GateCompileError(first_error or "does not type-check", expression=expr)
+
+
+#: What the expressions of the document being checked may still cost (see `document_budget`).
+_BUDGET: ContextVar[list[int] | None] = ContextVar("gate_budget", default=None)
+
+
+@contextmanager
+def document_budget(most: int = MAX_DOCUMENT_COST) -> Iterator[None]:
+    """Bound the work of checking every expression of one document: each check (which runs
+    the expression on sample contexts) spends its expression's cost bound; past `most`, the
+    next expression is refused. Without it (a stored policy read back), nothing is counted."""
+    token = _BUDGET.set([most])
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+def _spend(compiled: CompiledExpr) -> None:
+    budget = _BUDGET.get()
+    if budget is None or compiled.cost == 0:
+        return
+    budget[0] -= compiled.cost
+    if budget[0] < 0:
+        raise GateCompileError(
+            f"the policy's expressions may cost more than {MAX_DOCUMENT_COST:,} steps in all "
+            "(each comprehension's body times the elements it walks); simplify them",
+            expression=compiled.source,
+        )
 
 
 def _type_message(exc: GateEvaluationError, expect: ExpectKind) -> str:

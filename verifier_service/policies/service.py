@@ -13,6 +13,7 @@ from tiers.registry import UnknownTierError, get_tier, tier_names
 from verifier_service.core.errors import DomainError, NotFoundError
 from verifier_service.policies import repository
 from verifier_service.policies.api_schemas import PolicySummary
+from verifier_service.policies.gates import document_budget
 from verifier_service.policies.loader import PolicyValidationError, parse_policy
 from verifier_service.policies.models import PolicyVersionRecord
 from verifier_service.policies.schemas import PolicyDocument
@@ -39,9 +40,12 @@ def known_tiers() -> set[str]:
 
 
 def validate_document(source: str | Mapping[str, Any], fmt: str | None = None) -> PolicyDocument:
-    """Parse and fully check a policy: schema, CEL gates, tier names and each tier's config."""
+    """Parse and fully check a policy: schema, CEL gates, tier names and each tier's config.
+    Its CEL expressions are bounded in cost, each and together (gate_cost.py): checking one
+    runs it on sample contexts, in the caller's thread, holding the GIL."""
     try:
-        document = parse_policy(source, fmt=fmt, known_tiers=known_tiers())  # type: ignore[arg-type]
+        with document_budget():
+            document = parse_policy(source, fmt=fmt, known_tiers=known_tiers())  # type: ignore[arg-type]
     except PolicyValidationError as exc:
         raise InvalidPolicyError(
             "the policy document is invalid", errors=exc.errors, hint=_HINT
