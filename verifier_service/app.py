@@ -12,6 +12,7 @@ import structlog
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
+from tiers.code.sandbox_languages import shutdown_all_pools
 from tiers.registry import warm_up
 from verifier_service import __version__
 from verifier_service.auth.deps import app_routes
@@ -96,6 +97,8 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
         await app.state.waiter.stop()
+        # /run_code's warm containers: uvicorn ends by re-raising SIGTERM, so atexit never runs.
+        await asyncio.to_thread(shutdown_all_pools)
         if checkpointer is not None:
             await asyncio.to_thread(checkpointer.stop)
 

@@ -188,6 +188,24 @@ def _dev_webhook_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+def _sweep_sandbox_containers() -> None:
+    """Remove sandbox containers whose process on this host is gone: those of a dev (or its API)
+    that was killed before it could remove its own, and, after a stop, any its children left."""
+    from tiers.code.engine import make_client, remove_stale_containers
+
+    try:
+        client = make_client(get_settings().sandbox)
+        try:
+            removed = remove_stale_containers(client)
+        finally:
+            client.close()
+    except Exception as exc:  # no engine: nothing of ours can be running in it
+        console.print(f"[yellow]could not sweep sandbox containers: {exc}[/]")
+        return
+    if removed:
+        console.print(f"removed {removed} sandbox containers left by stopped processes")
+
+
 def _docker_available() -> bool:
     try:
         import docker
@@ -233,8 +251,11 @@ def dev(
         "sim": "tier.sim",
         "hifi": "tier.hifi",
     }
+    docker_here = _docker_available()
+    if docker_here:  # the containers of an earlier dev that was killed (labelled with its pids)
+        _sweep_sandbox_containers()
     if sandbox is None:
-        sandbox = _docker_available()
+        sandbox = docker_here
     if sandbox:
         families["sandbox"] = "tier.sandbox"
     else:
@@ -287,6 +308,8 @@ def dev(
                 child.kill()
         if redis_server is not None:
             redis_server.stop()
+        if docker_here:  # what a child killed past its grace could not remove
+            _sweep_sandbox_containers()
         console.print("stopped")
 
 

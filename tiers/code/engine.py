@@ -147,7 +147,6 @@ def _probe_runtime(settings: SandboxSettings, client: Any, runtime: str) -> str 
             settings.image,
             command=["true"],
             user=SANDBOX_USER,
-            network_disabled=True,
             labels={LABEL: "1", OWNER_LABEL: owner_tag()},
             host_config=host_config,
         )["Id"]

@@ -101,7 +101,9 @@ class SandboxPool:
             stdin_open=True,
             user=JUDGE_USER,
             working_dir="/",
-            network_disabled=True,
+            # No network_disabled: network_mode "none" (isolation_options) already leaves only
+            # a loopback, and without it the engine writes /etc/hosts, so `localhost` resolves
+            # for a program serving itself on the loopback (SandboxFusion's isolation tests).
             labels={LABEL: "1", OWNER_LABEL: self.owner},
             host_config=host_config,
             environment={"HOME": "/work", "LANG": "C.UTF-8"},

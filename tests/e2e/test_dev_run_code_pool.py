@@ -1,0 +1,129 @@
+"""`verifier-service dev` with warm `/run_code` containers (run_code_pool_size > 0): a stop
+removes them, and a dev killed before it could is swept at the next start. Real Docker engine,
+real sandbox image, the real `dev` command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from support import REPO, free_port, service_env, wait_ready
+
+import docker
+from tiers.code.engine import LABEL, OWNER_LABEL
+
+POOL_SIZE = 3
+
+
+@pytest.fixture
+def engine() -> Iterator[docker.DockerClient]:
+    client = docker.from_env()
+    yield client
+    client.close()
+
+
+def _start_dev(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    env = service_env(data_dir, VERIFIER_SANDBOX__RUN_CODE_POOL_SIZE=str(POOL_SIZE))
+    return subprocess.Popen(
+        [sys.executable, "-m", "verifier_service", "dev", "--port", str(port), "--no-sandbox"],
+        env=env, stdout=(data_dir / "dev.log").open("ab"), stderr=subprocess.STDOUT, cwd=REPO,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def _api_pid(dev: subprocess.Popen[bytes]) -> int:
+    """The pid of dev's API process (a child of dev running `... api ...`)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == dev.pid and b"api" in cmd:
+            return int(entry.name)
+    raise AssertionError("dev has no API process")
+
+
+def _containers_of(engine: docker.DockerClient, pid: int) -> list[str]:
+    """Ids of the sandbox containers (running or not) labelled as made by process `pid`."""
+    prefix = f"{socket.gethostname()}:{pid}:"
+    found = engine.api.containers(all=True, filters={"label": LABEL})
+    return [c["Id"] for c in found if c["Labels"].get(OWNER_LABEL, "").startswith(prefix)]
+
+
+def _warm_pool(base_url: str, engine: docker.DockerClient, api_pid: int) -> list[str]:
+    """Run one program through /run_code, then wait for the API's pool to be full again."""
+    answer = httpx.post(
+        f"{base_url}/run_code", json={"language": "python", "code": "print(6 * 7)"}, timeout=120
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["run_result"]["stdout"] == "42\n", answer.text
+    deadline = time.monotonic() + 60
+    while len(held := _containers_of(engine, api_pid)) < POOL_SIZE:
+        assert time.monotonic() < deadline, f"the pool holds {held}"
+        time.sleep(0.2)
+    return held
+
+
+def _stop(dev: subprocess.Popen[bytes], sig: signal.Signals) -> int:
+    os.killpg(dev.pid, sig)
+    try:
+        return dev.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(dev.pid, signal.SIGKILL)
+        raise
+
+
+def test_ctrl_c_removes_the_apis_warm_containers(
+    tmp_path: Path, engine: docker.DockerClient
+) -> None:
+    port = free_port()
+    dev = _start_dev(tmp_path, port)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", timeout=90, process=dev)
+        api_pid = _api_pid(dev)
+        _warm_pool(f"http://127.0.0.1:{port}", engine, api_pid)
+    finally:
+        code = _stop(dev, signal.SIGINT)  # Ctrl-C: the whole foreground group gets SIGINT
+    output = (tmp_path / "dev.log").read_text()
+    assert code == 0, output[-3000:]
+    assert _containers_of(engine, api_pid) == [], output[-3000:]
+
+
+def test_containers_of_a_killed_dev_are_swept_at_the_next_start(
+    tmp_path: Path, engine: docker.DockerClient
+) -> None:
+    port = free_port()
+    dev = _start_dev(tmp_path, port)
+    again = None
+    left: list[str] = []
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", timeout=90, process=dev)
+        api_pid = _api_pid(dev)
+        _warm_pool(f"http://127.0.0.1:{port}", engine, api_pid)
+        _stop(dev, signal.SIGKILL)  # no process of dev's had a chance to remove anything
+        time.sleep(1)
+        left = _containers_of(engine, api_pid)
+        assert left, "the killed API left no containers: nothing to sweep"
+        again = _start_dev(tmp_path, port)
+        wait_ready(f"http://127.0.0.1:{port}", timeout=90, process=again)
+        assert _containers_of(engine, api_pid) == []
+        assert "sandbox containers left by stopped processes" in (tmp_path / "dev.log").read_text()
+    finally:
+        if again is not None:
+            _stop(again, signal.SIGINT)
+        for cid in left:  # only if the sweep failed: the test leaves nothing behind
+            try:
+                engine.api.remove_container(cid, force=True)
+            except docker.errors.NotFound:
+                pass
