@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,37 @@ from support import (
     fresh_database,
     start_service,
 )
+
+#: What a test module contains when its tests start processes of their own (the API, Celery
+#: workers, `dev`), containers or a browser: such tests are marked `live`.
+LIVE_SIGNS = ("start_service(", "live_service", "browser", "docker", "subprocess", "Popen",
+              "PostgresCluster", "pg_cluster", "multiprocessing")  # fmt: skip
+
+
+@cache
+def _starts_processes(path: Path) -> bool:
+    text = path.read_text()
+    return any(sign in text for sign in LIVE_SIGNS)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `live` every test that starts processes (or uses a fixture that does): `pytest -m
+    "not live"` runs the in-process rest in a few minutes, against PostgreSQL and Redis."""
+    live = pytest.mark.live
+    for item in items:
+        module = Path(str(item.fspath))
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if _starts_processes(module) or {"live_service", "browser", "pg_cluster"} & fixtures:
+            item.add_marker(live)
+            continue
+        # A fixture from a package's conftest that starts something (a service, the sandbox).
+        conftests = [p / "conftest.py" for p in module.parents if p.is_relative_to(ROOT)]
+        if any(c.is_file() and c != HERE and _starts_processes(c) for c in conftests):
+            item.add_marker(live)
+
+
+HERE = Path(__file__).resolve()
+ROOT = HERE.parent
 
 
 @pytest.fixture(scope="session")
