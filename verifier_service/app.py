@@ -25,7 +25,7 @@ from verifier_service.core.middleware import (
     MAX_JSON_DEPTH,
     WORKER_THREAD_STACK_BYTES,
     BodySizeLimit,
-    JsonDepthLimit,
+    JsonBodyCheck,
     NulInUrl,
     RequestId,
 )
@@ -108,7 +108,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
         summary="Cost-aware multi-tier rewards for RL of LLM agents",
         lifespan=lifespan,
     )
-    app.add_middleware(JsonDepthLimit, max_depth=MAX_JSON_DEPTH)
+    app.add_middleware(JsonBodyCheck, max_depth=MAX_JSON_DEPTH, max_items=settings.api.max_items)
     app.add_middleware(NulInUrl)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_body_bytes)
     app.add_middleware(RequestId)

@@ -287,3 +287,104 @@ def test_longest_smiles_survives_small_default_thread_stacks(live_service: Servi
     finally:
         os.killpg(api.pid, signal.SIGTERM)
         api.wait(timeout=30)
+
+
+# Issue 36, item 4: what used to end infra_error, be stored as null, or get a 400 that named
+# neither the field nor the cause.
+
+
+@pytest.mark.parametrize(
+    ("schema", "says"),
+    [
+        ({"$ref": "#"}, "a `$ref` loop"),
+        ({"properties": {"q": {"pattern": "^(?=a)"}}}, "RE2 syntax"),
+    ],
+)
+def test_a_reference_schema_that_cannot_work_is_422_at_the_field(
+    live_service: Service, schema: dict[str, object], says: str
+) -> None:
+    item = {"kind": "json", "payload": {"q": "a"}, "reference": {"schema": schema}}
+    status, body = _post(live_service, {"items": [item], "wait_s": 10})
+    assert status == 422, body
+    assert body["errors"][0]["loc"] == "body.items[0].json.reference"
+    assert says in body["message"]
+
+
+@pytest.mark.parametrize(
+    ("content", "loc", "says"),
+    [
+        (
+            b'{"items":[{"kind":"json","payload":{"q":1},'
+            b'"reference":{"schema":{"maximum":1e309}}}]}',
+            "body.items[0].reference.schema.maximum",
+            "1e309 is too large for a double",
+        ),
+        (
+            b'{"items":[{"kind":"json","payload":{"q":[1,-1E+400]}}]}',
+            "body.items[0].payload.q[1]",
+            "too large for a double",
+        ),
+        (b'{"items":[{"kind":"json","payload":{"q":NaN}}]}', "body.items[0].payload.q", "NaN"),
+        (
+            b'{"items":[{"kind":"json","payload":{"n":' + b"7" * 5000 + b"}}]}",
+            "body.items[0].payload.n",
+            "an integer of 5000 digits; the limit is 4300",
+        ),
+        (
+            b'{"items":[{"kind":"molecule","payload":{"smiles":"C\xffC"}}]}',
+            "body",
+            "not valid UTF-8: byte 0xff at offset 51",
+        ),
+    ],
+)
+def test_numbers_and_bytes_the_service_cannot_keep_are_422_naming_where(
+    live_service: Service, content: bytes, loc: str, says: str
+) -> None:
+    status, body = _post(live_service, content=content)
+    assert status == 422, body
+    assert body["errors"][0]["loc"] == loc
+    assert says in body["message"]
+    assert body["message"].startswith(loc)
+
+
+def test_a_number_inside_a_string_is_left_alone(live_service: Service) -> None:
+    # The scan for such numbers skips strings: a SMILES-like text with 1e309 in it is data.
+    item = {"kind": "json", "payload": {"q": "1e309 NaN " + "9" * 400}, "reference": {"schema": {}}}
+    status, job = _post(live_service, {"items": [item], "wait_s": 20})
+    assert status == 200, job
+    assert job["items"][0]["reward"]["value"] == 1.0
+
+
+def test_an_empty_idempotency_key_is_refused(live_service: Service) -> None:
+    # It used to be taken as a key: every later request with another body got a 409.
+    with live_service.client() as client:
+        response = client.post(
+            "/v1/rewards", json={"items": [MOLECULE]}, headers={"Idempotency-Key": ""}
+        )
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["loc"] == "header.idempotency-key"
+
+
+def _rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status").read().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_too_many_items_are_refused_before_the_body_is_parsed(default_limits_api: Service) -> None:
+    # 100,000 items (3.5 MB, inside the 8 MiB limit) were parsed into models before the item
+    # limit refused them: the API grew from 353 to 540 MB and kept it.
+    api = default_limits_api.processes["api-default-limits"].pid
+    items = b",".join([b'{"kind":"molecule","payload":{"smiles":"C"}}'] * 100_000)
+    content = b'{"items":[' + items + b'],"wait_s":1}'
+    before = _rss_mb(api)
+    started = time.monotonic()
+    status, body = _post(default_limits_api, content=content)
+    elapsed = time.monotonic() - started
+    grown = _rss_mb(api) - before
+    assert status == 413, body
+    assert body["message"] == "100000 items in one request; the limit is 2000"
+    assert grown < 60, f"the API grew by {grown:.0f} MB"
+    assert elapsed < 10, elapsed
+    _alive(default_limits_api, "api-default-limits")

@@ -203,7 +203,9 @@ async def openrlhf_rewards(
             "default: the common ones (<|im_end|>, </s>, <|endoftext|>, <|eot_id|>, ...)."
         ),
     ] = None,
-    idempotency_key: Annotated[str | None, Header(max_length=256, pattern=PRINTABLE)] = None,
+    idempotency_key: Annotated[
+        str | None, Header(min_length=1, max_length=256, pattern=PRINTABLE)
+    ] = None,
 ) -> OpenRLHFResponse:
     """OpenRLHF remote reward model protocol: queries in, one reward per query out."""
     if len(body.query) > settings.api.max_items:

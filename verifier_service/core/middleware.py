@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import uuid
-from itertools import accumulate
 
 import structlog
 from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from verifier_service.core import jsonbody
 
 #: Deepest JSON nesting accepted in a request body. A reward request needs 6 levels around a
 #: trajectory step's payload; deeper tool calls and schemas are not a trainer's honest output,
@@ -58,30 +59,17 @@ def request_id_of(request: Request) -> str:
     return request_id if isinstance(request_id, str) else uuid.uuid4().hex
 
 
-_OPENERS = frozenset(b"[{")
-_CLOSERS = frozenset(b"]}")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in _OPENERS | _CLOSERS)
-_STEP = [1 if b in _OPENERS else -1 if b in _CLOSERS else 0 for b in range(256)]
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+class JsonBodyCheck:
+    """Refuses a JSON body before it is parsed when it nests deeper than `max_depth` (422), holds
+    an array of more than `max_items` elements at its top two levels (413), is not UTF-8 (422,
+    with the byte offset) or holds a number the service cannot keep as sent (422, with where).
 
+    Large bodies are scanned on a worker thread, so the event loop keeps serving."""
 
-def json_depth(body: bytes) -> int:
-    """How deep arrays and objects nest in a JSON text (brackets inside strings don't count).
-
-    Linear and in C (regex, translate, accumulate): about 0.1 s for 8 MB.
-    """
-    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
-    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
-
-
-class JsonDepthLimit:
-    """Rejects JSON bodies nested deeper than the limit with a 422, before they are parsed.
-
-    Large bodies are measured on a worker thread, so the event loop keeps serving."""
-
-    def __init__(self, app: ASGIApp, max_depth: int) -> None:
+    def __init__(self, app: ASGIApp, max_depth: int, max_items: int) -> None:
         self.app = app
         self.max_depth = max_depth
+        self.max_items = max_items
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
@@ -102,23 +90,57 @@ class JsonDepthLimit:
             more = message.get("more_body", False)
         body = b"".join(chunks)
         if len(body) < 64 * 1024:
-            depth = json_depth(body)
+            refusal = self._refusal(body)
         else:
-            depth = await run_in_threadpool(json_depth, body)
-        if depth > self.max_depth:
-            response = JSONResponse(
-                {
-                    "error": "invalid_request",
-                    "message": f"the JSON body nests {depth} levels deep; the limit is "
-                    f"{self.max_depth}",
-                    "hint": f"keep payloads, references and schemas within {self.max_depth} "
-                    "levels of nesting",
-                },
-                status_code=422,
-            )
-            await response(scope, receive, send)
+            refusal = await run_in_threadpool(self._refusal, body)
+        if refusal is not None:
+            await refusal(scope, receive, send)
             return
         await self.app(scope, _replay(chunks, None, receive), send)
+
+    def _refusal(self, body: bytes) -> JSONResponse | None:
+        bare = jsonbody.without_strings(body)
+        depth = jsonbody.json_depth(bare)
+        if depth > self.max_depth:
+            return _invalid(
+                "body",
+                f"the JSON body nests {depth} levels deep; the limit is {self.max_depth}",
+                f"keep payloads, references and schemas within {self.max_depth} levels of nesting",
+            )
+        elements = jsonbody.largest_array(bare, self.max_items + 1)
+        if elements > self.max_items:
+            return JSONResponse(
+                {
+                    "error": "payload_too_large",
+                    "message": f"{elements} items in one request; the limit is {self.max_items}",
+                    "hint": "split the items over several requests",
+                },
+                status_code=413,
+            )
+        problem = jsonbody.utf8_problem(body)
+        if problem is not None:
+            return _invalid("body", problem, "send the body as UTF-8 JSON")
+        where = jsonbody.number_problem(body, bare)
+        if where is not None:
+            return _invalid(
+                *where,
+                "numbers must be finite doubles (JSON has no NaN or Infinity) and integers "
+                f"at most {jsonbody.MAX_INT_DIGITS} digits; send larger values as strings",
+            )
+        return None
+
+
+def _invalid(loc: str, message: str, hint: str) -> JSONResponse:
+    """A 422 shaped as the request validation's (core.handlers)."""
+    return JSONResponse(
+        {
+            "error": "invalid_request",
+            "message": f"{loc}: {message}",
+            "errors": [{"loc": loc, "msg": message, "type": "value_error"}],
+            "hint": hint,
+        },
+        status_code=422,
+    )
 
 
 class NulInUrl:

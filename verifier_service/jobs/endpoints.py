@@ -187,7 +187,9 @@ async def create_rewards(
     principal: TrainerPrincipal,
     settings: SettingsDep,
     waiter: WaiterDep,
-    idempotency_key: Annotated[str | None, Header(max_length=256, pattern=PRINTABLE)] = None,
+    idempotency_key: Annotated[
+        str | None, Header(min_length=1, max_length=256, pattern=PRINTABLE)
+    ] = None,
     verdicts: Annotated[bool, Query(description=VERDICTS_QUERY)] = True,
 ) -> Response:
     """Score items under a policy: 200 with rewards if ready within wait_s, else 202 and a job."""
