@@ -20,12 +20,16 @@ def _text(text: str, answer: Any) -> dict[str, Any]:
     return {"kind": "text", "payload": {"text": text}, "reference": {"answer": answer}}
 
 
-def _post(service: Service, policy: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _post(
+    service: Service, policy: str, items: list[dict[str, Any]], wait_s: float = 90
+) -> list[dict[str, Any]]:
+    """The items of the job, once it completed or `wait_s` ran out."""
     with service.client(timeout=120) as client:
-        response = client.post("/v1/rewards", json={"policy": policy, "items": items, "wait_s": 90})
+        body = {"policy": policy, "items": items, "wait_s": wait_s}
+        response = client.post("/v1/rewards", json=body)
         assert response.status_code in (200, 202), response.text
         if response.status_code == 202:
-            return list(poll_job(client, response.headers["location"], timeout=90)["items"])
+            return list(poll_job(client, response.headers["location"], timeout=wait_s)["items"])
     return list(response.json()["items"])
 
 
@@ -83,7 +87,8 @@ def test_runaway_answer_in_the_inline_lane_does_not_stall_the_api(live_service: 
 
 
 def test_math_answer_not_found_goes_to_people(live_service: Service) -> None:
-    (item,) = _post(live_service, "math", [_text("I am not sure what the result is.", "4")])
+    # It waits on people: the request answers when its wait runs out, the reward pending.
+    (item,) = _post(live_service, "math", [_text("I am not sure of the result.", "4")], wait_s=3)
     assert item["reward"]["status"] == "pending"
     answer = _verdict(item, "answer")
     assert answer["reason"] == "no_answer"
