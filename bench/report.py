@@ -88,6 +88,7 @@ SPECS: dict[str, dict[str, Spec]] = {
     "bench_chem": {"": Spec(["--n", "200", "--n-sim", "60", "--n-dft", "1"], [])},
     "bench_cascade": {"": Spec(["--n", "400"], [])},
     "bench_sandbox": {"": Spec(["--seconds", "8"], ["--mode", "all"], ("docker",))},
+    "bench_answer": {"": Spec(["--n", "300"], ["--n", "2000"], PG)},
 }
 
 

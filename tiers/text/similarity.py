@@ -44,7 +44,7 @@ def require(metric: str) -> None:
     except ImportError:
         raise MissingExtraError(
             f"the similarity metric {metric!r} needs {module}, from the `text` extra: "
-            "pip install 'verifier-service[text]'"
+            "pip install 'verifier-service[server,text]'"
         ) from None
 
 

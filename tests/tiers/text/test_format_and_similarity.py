@@ -143,5 +143,5 @@ def test_without_the_text_extra_a_metric_is_refused_with_the_fix() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
         "the similarity metric 'fuzzy_match' needs rapidfuzz, from the `text` extra: "
-        "pip install 'verifier-service[text]'"
+        "pip install 'verifier-service[server,text]'"
     )
