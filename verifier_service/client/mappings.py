@@ -217,7 +217,27 @@ class CodeMapping:
         return {"kind": "code", "payload": payload}
 
 
-MAPPINGS: dict[str, ItemMapping] = {"molecule": SmilesMapping(), "code": CodeMapping()}
+@dataclass(frozen=True)
+class TextMapping:
+    """A completion in words -> a `text` item whose reference answer is a row column (verl's
+    `ground_truth`, a dataset's `answer`); the policy's `answer` tier finds the final answer."""
+
+    reference_column: str = "answer"
+
+    def __call__(self, prompt: str, completion: str, row: Mapping[str, Any]) -> dict[str, Any]:
+        del prompt  # the answer is in the completion alone
+        item: dict[str, Any] = {"kind": "text", "payload": {"text": completion}}
+        reference = row.get(self.reference_column)
+        if reference is not None:
+            item["reference"] = {"answer": reference}
+        return item
+
+
+MAPPINGS: dict[str, ItemMapping] = {
+    "molecule": SmilesMapping(),
+    "code": CodeMapping(),
+    "text": TextMapping(),
+}
 
 
 def with_group(item: dict[str, Any], group: str) -> dict[str, Any]:

@@ -8,8 +8,14 @@ In a verl config:
       reward_kwargs: {base_url: "http://127.0.0.1:8000", policy: drug-likeness, kind: molecule}
 
 `kind` picks the mapping of `solution_str` to an item: `molecule` (the SMILES in the text;
-`ground_truth`, when given, becomes the reference SMILES) or `code` (the fenced code block;
-`ground_truth` holds the tests). Without keyword arguments, VERIFIER_CLIENT__* settings apply.
+`ground_truth`, when given, becomes the reference SMILES), `code` (the fenced code block;
+`ground_truth` holds the tests) or `text` (the whole solution; `ground_truth` is the reference
+answer). Without keyword arguments, VERIFIER_CLIENT__* settings apply.
+
+With `kind: text` and no `policy`, each sample goes to the shipped policy of its `data_source`,
+as verl's own default_compute_score routes them (`DATA_SOURCE_POLICIES`: GSM8K to `gsm8k`;
+MATH, MATH-500, DAPO-Math, AIME and the NuminaMath sources to `math`); other sources take the
+settings' policy.
 
 Each result is a dict: `score` plus extras that verl logs: `scored`, `pending`, `infra_error`
 (0.0 or 1.0) and the reward's components. verl needs a number for every sample, so a pending or
@@ -24,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from verifier_service.client.mappings import CodeMapping, ItemMapping, SmilesMapping
+from verifier_service.client.mappings import CodeMapping, ItemMapping, SmilesMapping, TextMapping
 from verifier_service.client.settings import ClientSettings
 from verifier_service.client.sync import VerifierClient
 from verifier_service.wire.rewards import Reward, RewardStatus
@@ -35,12 +41,38 @@ def _client(base_url: str, principal: str | None, api_key: str | None) -> Verifi
     return VerifierClient(base_url, principal=principal, api_key=api_key)
 
 
+#: verl's data sources -> the shipped policy that scores them (kind `text`, no `policy` given).
+DATA_SOURCE_POLICIES: dict[str, str] = {
+    "openai/gsm8k": "gsm8k",
+    "gsm8k": "gsm8k",
+    "lighteval/MATH": "math",
+    "DigitalLearningGmbH/MATH-lighteval": "math",
+    "HuggingFaceH4/MATH-500": "math",
+    "math_dapo": "math",
+    "numina_aops_forum": "math",
+    "numina_synthetic_math": "math",
+    "numina_amc_aime": "math",
+    "numina_synthetic_amc": "math",
+    "numina_cn_k12": "math",
+    "numina_olympiads": "math",
+}
+
+
+def policy_for(data_source: str, default: str) -> str:
+    """The policy of a verl data source (`aime*` too), else `default`."""
+    if data_source in DATA_SOURCE_POLICIES:
+        return DATA_SOURCE_POLICIES[data_source]
+    return "math" if data_source.startswith("aime") else default
+
+
 def _mapping(kind: str) -> ItemMapping:
     if kind == "molecule":
         return SmilesMapping(reference_column="ground_truth")
     if kind == "code":
         return CodeMapping(tests_column="ground_truth")
-    raise ValueError(f"kind must be 'molecule' or 'code', not {kind!r}")
+    if kind == "text":
+        return TextMapping(reference_column="ground_truth")
+    raise ValueError(f"kind must be 'molecule', 'code' or 'text', not {kind!r}")
 
 
 def _item(
@@ -78,11 +110,15 @@ def compute_score(
     extra_info: Mapping[str, Any] | None = None,
     **kw: Any,
 ) -> dict[str, Any]:
-    """One sample's reward, in verl's `compute_score` signature (data_source is not used)."""
-    del data_source  # one reward service for all sources; the policy decides
+    """One sample's reward, in verl's `compute_score` signature (`data_source` picks the policy
+    only for `kind: text` without a `policy`)."""
     # One sample cannot know its batch's component names, so the single form adds none.
     (out,) = compute_score_batch(
-        [""], [solution_str], [ground_truth], [extra_info], **{**kw, "with_components": False}
+        [data_source],
+        [solution_str],
+        [ground_truth],
+        [extra_info],
+        **{**kw, "with_components": False},
     )
     return out
 
@@ -118,11 +154,18 @@ def compute_score_batch(
         _item(mapping, solution, truth, info)
         for solution, truth, info in zip(solution_strs, ground_truths, infos, strict=True)
     ]
-    del data_sources  # one reward service for all sources; the policy decides
-    rewards = client.score(
-        items,
-        policy=policy or settings.policy,
-        timeout_s=timeout_s if timeout_s is not None else settings.timeout_s,
-    )
+    timeout = timeout_s if timeout_s is not None else settings.timeout_s
+    if policy or kind != "text":
+        rewards = client.score(items, policy=policy or settings.policy, timeout_s=timeout)
+    else:  # each data source to its policy: one request per policy, answers back in order
+        sources = list(data_sources) if data_sources else [""] * len(items)
+        chosen = [policy_for(str(s or ""), settings.policy) for s in sources]
+        slots: list[Reward | None] = [None] * len(items)
+        for name in dict.fromkeys(chosen):
+            where = [i for i, p in enumerate(chosen) if p == name]
+            scored = client.score([items[i] for i in where], policy=name, timeout_s=timeout)
+            for i, reward in zip(where, scored, strict=True):
+                slots[i] = reward
+        rewards = [r for r in slots if r is not None]
     names = sorted({c for r in rewards for c in r.components}) if with_components else []
     return [result(r, missing_score=missing_score, components=names) for r in rewards]
