@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from verifier_service.auth.deps import KEY_IN_PATH, TrainerPrincipal
+from verifier_service.core.deps import SettingsDep
 from verifier_service.sandbox import service
 from verifier_service.sandbox.schemas import RunCodeRequest, RunCodeResponse
 
@@ -18,6 +19,8 @@ router = APIRouter(tags=["sandbox"])
     dependencies=[KEY_IN_PATH],
     summary="Run Code (API key in the path)",
 )
-def run_code(request: RunCodeRequest, _: TrainerPrincipal) -> RunCodeResponse:
+async def run_code(
+    request: RunCodeRequest, principal: TrainerPrincipal, settings: SettingsDep
+) -> RunCodeResponse:
     """Compile and run one program in a fresh sandbox container (SandboxFusion's /run_code)."""
-    return service.run_code(request)
+    return await service.run_code_capped(request, principal, settings.broker_url)

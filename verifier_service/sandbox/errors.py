@@ -5,6 +5,7 @@ from __future__ import annotations
 from tiers.code.languages import Language
 from tiers.code.sandbox_languages import image_for
 from tiers.code.settings import SandboxSettings
+from verifier_service.auth.errors import RateLimitedError
 from verifier_service.core.errors import DomainError
 
 
@@ -24,3 +25,18 @@ class LanguageNotBuiltRequestError(DomainError):
             language=language.name,
             image=image,
         )
+
+
+class RunCodeBusyError(RateLimitedError):
+    """A `/run_code` over a concurrency cap: 429 with Retry-After; `cap` says which one
+    (`per_key`: the caller's own runs in flight; `overall`: the API process's)."""
+
+    code = "run_code_busy"
+
+    def __init__(self, message: str, *, cap: str, limit: int) -> None:
+        setting = "run_code_concurrency_per_key" if cap == "per_key" else "run_code_concurrency"
+        super().__init__(
+            f"{message}; try again when one ends (the operator's setting "
+            f"VERIFIER_SANDBOX__{setting.upper()})",
+            retry_after_s=1, cap=cap, limit=limit,
+        )  # fmt: skip

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import binascii
+import hashlib
 import logging
 from typing import Any
+
+from fastapi.concurrency import run_in_threadpool
 
 from tiers.code.attach import RunOutcome, SandboxInfraError
 from tiers.code.engine import SandboxUnavailableError
@@ -18,7 +21,9 @@ from tiers.code.sandbox_languages import (
 )
 from tiers.code.settings import SandboxSettings
 from tiers.registry import settings_for
-from verifier_service.sandbox.errors import LanguageNotBuiltRequestError
+from verifier_service.auth.schemas import AuthenticatedPrincipal
+from verifier_service.sandbox.capacity import key_slots, run_pool
+from verifier_service.sandbox.errors import LanguageNotBuiltRequestError, RunCodeBusyError
 from verifier_service.sandbox.schemas import (
     CommandRunResult,
     CommandRunStatus,
@@ -54,6 +59,46 @@ def run_settings(settings: SandboxSettings) -> SandboxSettings:
             "language_pool_sizes": {},
         }
     )
+
+
+def _owner(principal: AuthenticatedPrincipal) -> str:
+    """Whose runs a cap counts together: the key's, or a signed-in person's."""
+    if principal.key_id is not None:
+        return f"key:{principal.key_id}"
+    return f"{principal.via}:{hashlib.sha256(principal.name.encode()).hexdigest()[:32]}"
+
+
+async def run_code_capped(
+    request: RunCodeRequest, principal: AuthenticatedPrincipal, broker_url: str
+) -> RunCodeResponse:
+    """`run_code` within the caps: the caller's runs in flight (`run_code_concurrency_per_key`,
+    across API processes) and this process's (`run_code_concurrency`), on a thread pool of
+    its own (never the one the API's other routes share). 429 (RunCodeBusyError) when full."""
+    settings = settings_for("code", SandboxSettings)
+    owner, cap = _owner(principal), settings.run_code_concurrency_per_key
+    # Held at most as long as the run may take (a process that dies frees the slot then).
+    lease_s = settings.run_code_max_timeout_s + settings.compile_max_timeout_s + 60
+    slots = key_slots(broker_url)
+    token = await run_in_threadpool(slots.take, owner, cap, lease_s)
+    if token is None:
+        raise RunCodeBusyError(
+            f"{cap} /run_code programs of this caller are running, its most at once",
+            cap="per_key", limit=cap,
+        )  # fmt: skip
+    pool = run_pool(settings.run_code_concurrency)
+    try:
+        pool.admit()
+    except RunCodeBusyError:
+        await run_in_threadpool(slots.give_back, owner, token)
+        raise
+
+    def run_then_give_back() -> RunCodeResponse:
+        try:
+            return run_code(request)
+        finally:
+            slots.give_back(owner, token)
+
+    return await pool.run(run_then_give_back)
 
 
 def run_code(request: RunCodeRequest) -> RunCodeResponse:
