@@ -1,6 +1,6 @@
-"""`verifier-service dev` with warm `/run_code` containers (run_code_pool_size > 0): a stop
-removes them, and a dev killed before it could is swept at the next start. Real Docker engine,
-real sandbox image, the real `dev` command."""
+"""`verifier-service dev` with warm `/run_code` containers (run_code_pool_size > 0): Ctrl-C
+removes them, and those of a dev killed before it could are swept at the next start. Real Docker
+engine, real sandbox image, the real `dev` command."""
 
 from __future__ import annotations
 
@@ -84,46 +84,38 @@ def _stop(dev: subprocess.Popen[bytes], sig: signal.Signals) -> int:
         raise
 
 
-def test_ctrl_c_removes_the_apis_warm_containers(
+def test_warm_containers_are_removed_at_ctrl_c_and_swept_after_a_kill(
     tmp_path: Path, engine: docker.DockerClient
 ) -> None:
     port = free_port()
-    dev = _start_dev(tmp_path, port)
-    try:
-        wait_ready(f"http://127.0.0.1:{port}", timeout=90, process=dev)
-        api_pid = _api_pid(dev)
-        _warm_pool(f"http://127.0.0.1:{port}", engine, api_pid)
-    finally:
-        code = _stop(dev, signal.SIGINT)  # Ctrl-C: the whole foreground group gets SIGINT
-    output = (tmp_path / "dev.log").read_text()
-    assert code == 0, output[-3000:]
-    assert _containers_of(engine, api_pid) == [], output[-3000:]
-
-
-def test_containers_of_a_killed_dev_are_swept_at_the_next_start(
-    tmp_path: Path, engine: docker.DockerClient
-) -> None:
-    port = free_port()
-    dev = _start_dev(tmp_path, port)
+    url = f"http://127.0.0.1:{port}"
+    killed = _start_dev(tmp_path, port)
     again = None
     left: list[str] = []
     try:
-        wait_ready(f"http://127.0.0.1:{port}", timeout=90, process=dev)
-        api_pid = _api_pid(dev)
-        _warm_pool(f"http://127.0.0.1:{port}", engine, api_pid)
-        _stop(dev, signal.SIGKILL)  # no process of dev's had a chance to remove anything
-        time.sleep(1)
-        left = _containers_of(engine, api_pid)
+        # A dev killed outright: no process of its had a chance to remove anything.
+        wait_ready(url, timeout=90, process=killed)
+        killed_api = _api_pid(killed)
+        _warm_pool(url, engine, killed_api)
+        _stop(killed, signal.SIGKILL)
+        left = _containers_of(engine, killed_api)
         assert left, "the killed API left no containers: nothing to sweep"
+        # The next start sweeps them (their owner is gone) ...
         again = _start_dev(tmp_path, port)
-        wait_ready(f"http://127.0.0.1:{port}", timeout=90, process=again)
-        assert _containers_of(engine, api_pid) == []
-        assert "sandbox containers left by stopped processes" in (tmp_path / "dev.log").read_text()
+        wait_ready(url, timeout=90, process=again)
+        assert _containers_of(engine, killed_api) == []
+        log = (tmp_path / "dev.log").read_text()
+        assert "sandbox containers left by stopped processes" in log, log[-3000:]
+        # ... and Ctrl-C (SIGINT to the whole foreground group) removes its own.
+        api = _api_pid(again)
+        _warm_pool(url, engine, api)
     finally:
-        if again is not None:
-            _stop(again, signal.SIGINT)
+        code = _stop(again, signal.SIGINT) if again is not None else None
         for cid in left:  # only if the sweep failed: the test leaves nothing behind
             try:
                 engine.api.remove_container(cid, force=True)
             except docker.errors.NotFound:
                 pass
+    log = (tmp_path / "dev.log").read_text()
+    assert code == 0, log[-3000:]
+    assert _containers_of(engine, api) == [], log[-3000:]
