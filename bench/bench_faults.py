@@ -106,10 +106,11 @@ def docker_reason() -> str | None:
     """Why the sandbox family cannot run here, or None when it can."""
     try:
         import docker
+        from tiers.code.settings import SandboxSettings
 
         client = docker.from_env()
         client.ping()
-        client.images.get("verifier-sandbox:latest")
+        client.images.get(SandboxSettings().image)
     except Exception as exc:  # any failure means: no sandbox family in this run
         return f"{type(exc).__name__}: {str(exc)[:120]}"
     return None
