@@ -49,6 +49,8 @@ DATA_SOURCE_POLICIES: dict[str, str] = {
     "DigitalLearningGmbH/MATH-lighteval": "math",
     "HuggingFaceH4/MATH-500": "math",
     "math_dapo": "math",
+    "math_dapo_reasoning": "math",
+    "math": "math",
     "numina_aops_forum": "math",
     "numina_synthetic_math": "math",
     "numina_amc_aime": "math",
