@@ -11,11 +11,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
-from support import REPO, free_port, service_env, wait_ready
+from support import REPO, Service, free_port, service_env, wait_ready
 
 import docker
 from tiers.code.engine import LABEL, OWNER_LABEL
@@ -61,10 +62,15 @@ def _containers_of(engine: docker.DockerClient, pid: int) -> list[str]:
     return [c["Id"] for c in found if c["Labels"].get(OWNER_LABEL, "").startswith(prefix)]
 
 
-def _warm_pool(base_url: str, engine: docker.DockerClient, api_pid: int) -> list[str]:
+def _warm_pool(
+    base_url: str, engine: docker.DockerClient, api_pid: int, headers: dict[str, str] | None = None
+) -> list[str]:
     """Run one program through /run_code, then wait for the API's pool to be full again."""
     answer = httpx.post(
-        f"{base_url}/run_code", json={"language": "python", "code": "print(6 * 7)"}, timeout=120
+        f"{base_url}/run_code",
+        json={"language": "python", "code": "print(6 * 7)"},
+        headers=headers,
+        timeout=120,
     )
     assert answer.status_code == 200, answer.text
     assert answer.json()["run_result"]["stdout"] == "42\n", answer.text
@@ -119,3 +125,23 @@ def test_warm_containers_are_removed_at_ctrl_c_and_swept_after_a_kill(
     log = (tmp_path / "dev.log").read_text()
     assert code == 0, log[-3000:]
     assert _containers_of(engine, api) == [], log[-3000:]
+
+
+def test_api_stopped_with_sigterm_removes_its_warm_containers(
+    live_service: Service, engine: docker.DockerClient
+) -> None:
+    # As compose or Kubernetes stop it. uvicorn ends by re-raising SIGTERM, so nothing registered
+    # with atexit runs: the API's lifespan removes them.
+    env = {**live_service.env, "VERIFIER_SANDBOX__RUN_CODE_POOL_SIZE": str(POOL_SIZE)}
+    service = replace(live_service, env=env, processes={}, logs={})
+    port = free_port()
+    service.base_url = f"http://127.0.0.1:{port}"
+    api = service.start("api-run-code-pool", "api", "--port", str(port))
+    try:
+        wait_ready(service.base_url, process=api)
+        _warm_pool(service.base_url, engine, api.pid, live_service.auth_headers)
+    finally:
+        service.stop("api-run-code-pool", signal.SIGTERM)
+    log = service.data_dir / "api-run-code-pool.log"
+    assert api.returncode == -signal.SIGTERM, log.read_text()[-3000:]
+    assert _containers_of(engine, api.pid) == [], log.read_text()[-3000:]
