@@ -28,6 +28,7 @@ TIER_PATHS: dict[str, str] = {
     "answer": "tiers.text.answer:AnswerTier",
     "format": "tiers.text.format:FormatTier",
     "similarity": "tiers.text.similarity:SimilarityTier",
+    "judge.llm": "tiers.judge.llm:JudgeLlmTier",
 }
 
 # tier family (the part of a tier name before the dot) -> "module:Class" of its settings model.
@@ -35,6 +36,7 @@ SETTINGS_PATHS: dict[str, str] = {
     "chem": "tiers.chem.settings:ChemSettings",
     "code": "tiers.code.settings:SandboxSettings",
     "answer": "tiers.text.settings:AnswerSettings",
+    "judge": "tiers.judge.settings:JudgeSettings",
 }
 
 SettingsT = TypeVar("SettingsT", bound=BaseModel)

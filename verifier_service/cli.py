@@ -24,7 +24,7 @@ policies_app = typer.Typer(help="Escalation policies.", no_args_is_help=True)
 app.add_typer(policies_app, name="policies")
 console = Console(stderr=True, soft_wrap=True)
 
-ALL_QUEUES = "ladder,tier.fast,tier.sim,tier.hifi,tier.sandbox,review,callbacks"
+ALL_QUEUES = "ladder,tier.fast,tier.sim,tier.hifi,tier.sandbox,tier.judge,review,callbacks"
 
 
 def _mount_optional(module: str, attr: str, name: str) -> None:
@@ -260,6 +260,8 @@ def dev(
         families["sandbox"] = "tier.sandbox"
     else:
         console.print("[yellow]no Docker engine: the code.sandbox tier's queue has no worker[/]")
+    if settings.judge.endpoints:  # judging is I/O: one process holds many calls open
+        families["judge"] = "tier.judge"
     children: list[subprocess.Popen[bytes]] = []
     # If dev itself is killed (SIGKILL, OOM), the kernel kills its children too, as it does the
     # embedded Redis (see EmbeddedRedis): no graceful stop, since a worker's warm shutdown can

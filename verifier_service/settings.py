@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tiers.chem.settings import ChemSettings
 from tiers.code.settings import SandboxSettings
+from tiers.judge.settings import JudgeSettings
 from tiers.text.settings import AnswerSettings
 
 
@@ -400,6 +401,7 @@ class Settings(BaseSettings):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     chem: ChemSettings = Field(default_factory=ChemSettings)
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)

@@ -18,5 +18,12 @@ def configure_tiers(settings: Settings | None = None) -> None:
     The tiers never read the service's settings themselves.
     """
     settings = settings or get_settings()
-    configure({"code": settings.sandbox, "chem": settings.chem, "answer": settings.answer})
+    configure(
+        {
+            "code": settings.sandbox,
+            "chem": settings.chem,
+            "answer": settings.answer,
+            "judge": settings.judge,
+        }
+    )
     install_review_tier()  # the `human` tier's work goes to the review queue

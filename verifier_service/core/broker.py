@@ -15,7 +15,10 @@ from verifier_service.settings import Settings, get_settings
 #: What a broker that cannot be reached raises (Celery wraps some of it in OperationalError).
 BROKER_ERRORS = (OperationalError, RedisError, OSError)
 
-QUEUES = ("ladder", "tier.fast", "tier.sim", "tier.hifi", "tier.sandbox", "review", "callbacks")
+QUEUES = (
+    "ladder", "tier.fast", "tier.sim", "tier.hifi", "tier.sandbox", "tier.judge", "review",
+    "callbacks",
+)  # fmt: skip
 
 
 def make_celery(settings: Settings | None = None) -> Celery:
