@@ -127,3 +127,31 @@ def test_qa_normalised_match_against_any_reference(live_service: Service) -> Non
     assert right["reward"]["value"] > 0.9
     assert _verdict(right, "answer")["components"]["correct"] == 1.0
     assert wrong["reward"]["value"] < 0.3
+
+
+def test_a_trajectorys_text_final_answer_gets_its_outcome_from_the_answer_tier(
+    live_service: Service,
+) -> None:
+    policy = {
+        "name": "agent-math",
+        "ladders": {"json": [{"tier": "schema"}], "text": [{"tier": "answer"}]},
+        "trajectory": {"step_weight": 0.3, "outcome_weight": 0.7},
+    }
+    schema = {"type": "object", "required": ["tool"]}
+    step = {
+        "action": {"kind": "json", "payload": {"tool": "calc"}, "reference": {"schema": schema}},
+        "observation": "0.75",
+    }
+
+    def trajectory(final: str) -> dict[str, Any]:
+        return {"kind": "trajectory", "steps": [step], "final_answer": _text(final, "3/4")}
+
+    with live_service.client() as client:
+        response = client.post("/v1/policies", json={"document": policy})
+        assert response.status_code == 201, response.text
+    right, wrong = _post(
+        live_service, "agent-math", [trajectory("So \\boxed{0.75}"), trajectory("\\boxed{0.7}")]
+    )
+    assert right["reward"]["status"] == wrong["reward"]["status"] == "scored"
+    assert right["reward"]["value"] == 1.0
+    assert wrong["reward"]["value"] == 0.3  # the step's 1.0 at 0.3, the outcome's 0 at 0.7
