@@ -3,12 +3,15 @@
 It caps its own address space, imports math-verify, writes `{"ready": true}` and then answers
 one JSON request per line on stdin with one JSON line on stdout, until stdin closes:
 
-request:  {"answer": str, "references": [str, ...]}
+request:  {"answer": str, "references": [str, ...], "cpu_limit_s": float}
 response: {"parsed": bool, "equal": bool, "index": int, "shown": str}
           or {"error": "memory" | "recursion" | "internal", "message": str}
 
 The parent (tiers.text.mathpool) kills it when one request takes too long; math-verify's own
-SIGALRM timeouts are off, the parent's clock is the one that counts.
+SIGALRM timeouts are off, the parent's clock is the one that counts. As a backstop for a child
+whose parent died mid-request (a worker killed at its task time limit), each request may also
+spend at most `cpu_limit_s` of CPU: past it the kernel ends the child (SIGXCPU), even inside a
+long C call that no Python-level watchdog could interrupt.
 """
 
 from __future__ import annotations
@@ -60,9 +63,22 @@ def compare(request: dict[str, Any]) -> dict[str, Any]:
     return {"parsed": True, "equal": False, "index": -1, "shown": shown}
 
 
+def _cpu_backstop(seconds: float) -> None:
+    """Let this process spend at most `seconds` more CPU (RLIMIT_CPU counts its whole life)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft = int(usage.ru_utime + usage.ru_stime + seconds) + 1
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
 def _answer(line: str) -> dict[str, Any]:
     try:
-        return compare(json.loads(line))
+        request = json.loads(line)
+        if request.get("cpu_limit_s"):
+            _cpu_backstop(float(request["cpu_limit_s"]))
+        return compare(request)
     except MemoryError:
         return {"error": "memory", "message": "the comparison ran out of its memory cap"}
     except RecursionError:

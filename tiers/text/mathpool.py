@@ -159,7 +159,10 @@ class MathPool:
                 return MathOutcome("unavailable", message=str(exc))
         begun = time.monotonic()
         try:
-            reply = child.ask({"answer": answer, "references": references}, timeout_s)
+            # The child's own CPU cap outlasts the deadline: it only ends a child orphaned
+            # mid-request (its caller killed), which no one is left to kill at the deadline.
+            request = {"answer": answer, "references": references, "cpu_limit_s": 2 * timeout_s}
+            reply = child.ask(request, timeout_s)
         except Exception:
             child.kill()
             self._give_back(None)

@@ -3,7 +3,9 @@ usable from threads (the API's inline lane) and from forked processes (Celery pr
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import signal
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tiers.text.mathpool import MathOutcome, MathPool, pool_for
+from tiers.text.mathpool import MathOutcome, MathPool, _Child, pool_for
 
 
 @pytest.fixture
@@ -80,3 +82,18 @@ def test_a_forked_process_gets_a_pool_of_its_own() -> None:
     process.join(10)
     assert (kind, equal, own) == ("ok", True, True)
     assert inherited.compare("1", ["1.0"], timeout_s=30.0).equal  # the parent's still works
+
+
+def test_a_child_orphaned_mid_request_ends_itself_by_its_cpu_cap() -> None:
+    # Its caller goes away without killing it, as a worker killed at its task time limit does:
+    # nobody is left to enforce the deadline, so the child's per-request CPU cap must.
+    child = _Child(memory_mb=768, start_timeout_s=60)
+    assert child.proc.stdin is not None
+    request = {"answer": "99999999!", "references": ["5"], "cpu_limit_s": 1.0}
+    child.proc.stdin.write(json.dumps(request).encode() + b"\n")
+    child.proc.stdin.flush()
+    try:
+        code = child.proc.wait(timeout=30)
+    finally:
+        child.kill()
+    assert code == -signal.SIGXCPU
