@@ -108,7 +108,14 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
         summary="Cost-aware multi-tier rewards for RL of LLM agents",
         lifespan=lifespan,
     )
-    app.add_middleware(JsonBodyCheck, max_depth=MAX_JSON_DEPTH, max_items=settings.api.max_items)
+    from verifier_service.compat.openrlhf import TOO_MANY_HINT as OPENRLHF_TOO_MANY
+
+    app.add_middleware(
+        JsonBodyCheck,
+        max_depth=MAX_JSON_DEPTH,
+        max_items=settings.api.max_items,
+        too_many_hints={"/v1/compat/openrlhf": OPENRLHF_TOO_MANY},
+    )
     app.add_middleware(NulInUrl)
     app.add_middleware(BodySizeLimit, max_bytes=settings.api.max_body_bytes)
     app.add_middleware(RequestId)

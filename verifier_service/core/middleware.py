@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 
 import structlog
 from fastapi import Request
@@ -64,12 +65,20 @@ class JsonBodyCheck:
     an array of more than `max_items` elements at its top two levels (413), is not UTF-8 (422,
     with the byte offset) or holds a number the service cannot keep as sent (422, with where).
 
-    Large bodies are scanned on a worker thread, so the event loop keeps serving."""
+    Large bodies are scanned on a worker thread, so the event loop keeps serving.
+    `too_many_hints`: the 413's hint for a route, by the end of its path (else a generic one)."""
 
-    def __init__(self, app: ASGIApp, max_depth: int, max_items: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_depth: int,
+        max_items: int,
+        too_many_hints: Mapping[str, str] | None = None,
+    ) -> None:
         self.app = app
         self.max_depth = max_depth
         self.max_items = max_items
+        self.too_many_hints = dict(too_many_hints or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
@@ -90,15 +99,15 @@ class JsonBodyCheck:
             more = message.get("more_body", False)
         body = b"".join(chunks)
         if len(body) < 64 * 1024:
-            refusal = self._refusal(body)
+            refusal = self._refusal(body, scope["path"])
         else:
-            refusal = await run_in_threadpool(self._refusal, body)
+            refusal = await run_in_threadpool(self._refusal, body, scope["path"])
         if refusal is not None:
             await refusal(scope, receive, send)
             return
         await self.app(scope, _replay(chunks, None, receive), send)
 
-    def _refusal(self, body: bytes) -> JSONResponse | None:
+    def _refusal(self, body: bytes, path: str) -> JSONResponse | None:
         bare = jsonbody.without_strings(body)
         depth = jsonbody.json_depth(bare)
         if depth > self.max_depth:
@@ -113,7 +122,10 @@ class JsonBodyCheck:
                 {
                     "error": "payload_too_large",
                     "message": f"{elements} items in one request; the limit is {self.max_items}",
-                    "hint": "split the items over several requests",
+                    "hint": next(
+                        (h for end, h in self.too_many_hints.items() if path.endswith(end)),
+                        "split the items over several requests",
+                    ),
                 },
                 status_code=413,
             )
