@@ -46,7 +46,10 @@ class SchemaTooCostly(Exception):
 @lru_cache(maxsize=4096)
 def compiled(pattern: str) -> Any:
     """`pattern` compiled by RE2 (re2.error, with RE2's reason, when RE2 cannot take it)."""
-    return re2.compile(pattern, _RE2_OPTIONS)
+    try:
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except UnicodeEncodeError:
+        raise re2.error("a lone surrogate (\\ud800-\\udfff) is no character") from None
 
 
 def regex_problem(pattern: str) -> str | None:
@@ -70,7 +73,10 @@ class _Re2Search:
 
     @staticmethod
     def search(pattern: str, string: str) -> Any:
-        return compiled(pattern).search(string)
+        try:
+            return compiled(pattern).search(string)
+        except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800"): RE2 reads UTF-8
+            return compiled(pattern).search(string.encode(errors="replace").decode())
 
 
 # jsonschema has no setting for its regex engine: `pattern`, `patternProperties`,

@@ -162,3 +162,17 @@ def test_unique_items_over_many_objects_is_linear() -> None:
     assert verdict.status == VerdictStatus.failed  # 4.0 == 4 and key order plays no part
     verdict, _ = _verdict({"rows": [1, True]}, schema)
     assert verdict.status == VerdictStatus.passed  # true is not 1 in JSON Schema
+
+
+def test_a_lone_surrogate_is_matched_or_refused_never_a_crash() -> None:
+    # JSON can carry "\ud800"; RE2 reads UTF-8, which cannot hold it (it ended internal_error).
+    schema = {
+        "properties": {"q": {"pattern": "^a"}},
+        "patternProperties": {"^x": {"type": "string"}},
+    }
+    verdict, _ = _verdict({"q": "a\ud800", "x\ud800": "s"}, schema)
+    assert verdict.status == VerdictStatus.passed
+    verdict, _ = _verdict({"x\ud800": 1}, schema)
+    assert verdict.status == VerdictStatus.failed
+    with pytest.raises(ValueError, match="lone surrogate"):
+        check_schema({"properties": {"q": {"pattern": "x\ud800"}}})
