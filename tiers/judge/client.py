@@ -41,8 +41,9 @@ class Completion:
 
 
 class CircuitBreaker:
-    """Opens after `failures` consecutive failed calls; while open, calls fail at once; after
-    `reset_s` one trial call goes through (half open) and its outcome closes or reopens it."""
+    """Opens after `failures` consecutive failed tries (of any call); while open, calls fail at
+    once; after `reset_s` one trial call goes through (half open), and its first try closes or
+    reopens it."""
 
     def __init__(self, failures: int, reset_s: float) -> None:
         self.failures = failures
@@ -168,7 +169,7 @@ class EndpointCaller:
         return EndpointError(
             "endpoint_unavailable",
             f"judge endpoint {self.name!r} is unavailable: its circuit is open after "
-            f"{self.settings.breaker_failures} failed calls in a row (last: "
+            f"{self.settings.breaker_failures} failed tries in a row (last: "
             f"{self.breaker.last_error}); tried again after {self.settings.breaker_reset_s:g} s",
         )
 
@@ -177,16 +178,7 @@ class EndpointCaller:
         if not self.breaker.allow():
             raise self._unavailable()
         async with self.slots:
-            try:
-                completion = await self._with_retries(body)
-            except EndpointError as exc:
-                if exc.reason != "bad_response":  # the server answered: it is up
-                    self.breaker.failed(str(exc))
-                else:
-                    self.breaker.succeeded()
-                raise
-        self.breaker.succeeded()
-        return completion
+            return await self._with_retries(body)
 
     async def _with_retries(self, body: dict[str, Any]) -> Completion:
         key = (self.name, self.endpoint.url)
@@ -209,6 +201,7 @@ class EndpointCaller:
                 problem = f"{type(exc).__name__}: {exc}".rstrip(": ")
             else:
                 if response.status_code == 200:
+                    self.breaker.succeeded()  # the server answered, even if badly: it is up
                     return self._completion(response, attempt)
                 if response.status_code == 400 and "response_format" in body:
                     # Many servers know no json_schema; the prompt still asks for JSON.
@@ -216,10 +209,14 @@ class EndpointCaller:
                     continue
                 problem = f"HTTP {response.status_code}: {response.text[:200]}"
                 if response.status_code not in RETRY_STATUSES:
+                    self.breaker.succeeded()
                     raise EndpointError(
                         "endpoint_refused", f"judge endpoint {self.name!r} refused: {problem}"
                     )
                 delay = retry_after_s(response)
+            # Every failed try counts: the calls of a batch that all meet a dead server open
+            # the circuit together, and their retries then stop at once.
+            self.breaker.failed(problem)
             if attempt > self.settings.max_retries:
                 raise EndpointError(
                     "endpoint_failed",

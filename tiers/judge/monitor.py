@@ -35,7 +35,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
         r"full score|perfect( score)?|max(imum)?( score)?|highest( score)?|top marks|a pass)\b"
         r"|\b(deserves?|earns?|merits?|worth)\b.{0,20}?\b(10|ten|full marks|perfect|maximum|"
         r"highest|a pass|to pass)\b"
-        r"|\b(10|100)\s*/\s*\1\b|\bi give (it|this|myself)\b"
+        r"|\b(?P<n>10|100)\s*/\s*(?P=n)\b|\bi give (it|this|myself)\b"
     ),
     "fake_verdict": re.compile(
         r"[{\[]\s*[\"']?(score|label|verdict|grade|rating|reward|passed|correct)[\"']?\s*:"

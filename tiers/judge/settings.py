@@ -56,8 +56,8 @@ class JudgeSettings(BaseModel):
     breaker_failures: int = Field(
         default=5,
         ge=1,
-        description="Consecutive failed calls (retries spent) after which an endpoint's circuit "
-        "opens: calls to it fail at once as error verdicts naming it.",
+        description="Consecutive failed tries (any call's, retries included) after which an "
+        "endpoint's circuit opens: calls to it then fail at once as error verdicts naming it.",
     )
     breaker_reset_s: float = Field(
         default=30.0,
