@@ -55,9 +55,11 @@ def _seed_policies() -> list[str]:
     from verifier_service.core.db import transaction
     from verifier_service.policies.loader import EXAMPLES_DIR
     from verifier_service.policies.service import InvalidPolicyError, load_folder
+    from verifier_service.wiring import configure_tiers
 
     if not EXAMPLES_DIR.is_dir():
         return []
+    configure_tiers()  # tiers check configs against their settings (judge endpoints)
 
     def report(path: Path, exc: InvalidPolicyError) -> None:
         problems = "; ".join(f"{e['loc']}: {e['msg']}" for e in exc.extra.get("errors", []))
@@ -323,7 +325,9 @@ def policies_load(
     from verifier_service.core.db import transaction
     from verifier_service.core.errors import DomainError
     from verifier_service.policies.service import load_folder
+    from verifier_service.wiring import configure_tiers
 
+    configure_tiers()
     try:
         with transaction() as session:
             names = load_folder(session, folder)
