@@ -1,8 +1,12 @@
-"""The qa-judge policy end to end through the live service: API, a Celery worker consuming
-ladder, tier.fast and tier.judge, PostgreSQL and Redis of its own, and a judge endpoint that is
-the FAULT-INJECTION STUB of the OpenAI protocol (tests/tiers/judge/judge_stub.py) run as a
-process: it answers as each test plans, so the test can assert what the service does with a
-reply, a malformed reply and a dead server. (Not a model: judge quality is not measured here.)
+"""Model judges end to end through the live service: API, a Celery worker consuming ladder,
+tier.fast and tier.judge, PostgreSQL and Redis of its own, and two judge endpoints:
+
+- `judge`: the FAULT-INJECTION STUB of the OpenAI protocol (tests/tiers/judge/judge_stub.py)
+  run as a process; it answers as each test plans, so the tests can assert what the service
+  does with a reply, an unparseable reply and a dead server (the shipped qa-judge policy);
+- `model`: a real OpenAI-compatible server, `transformers serve`, with a one-layer Llama and a
+  BPE tokenizer this test builds from a config (no weights can be downloaded here). Its text is
+  random, so the test asserts the protocol and the error handling, not judge quality.
 """
 
 from __future__ import annotations
@@ -61,16 +65,86 @@ def stub() -> Iterator[StubProcess]:
     server.stop()
 
 
+def _build_tiny_model(folder: Path) -> None:
+    """A one-layer Llama with random weights and a BPE tokenizer trained on a few lines, with a
+    chat template: enough for a real server to answer chat completions."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    lines = ["The capital of France is Paris.", '{"score": 7, "confidence": 0.9}'] * 20
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<unk>", "<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    bpe.train_from_iterator(lines, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+        pad_token="</s>",
+    )  # fmt: skip
+    tokenizer.chat_template = (
+        "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"
+        "{% if add_generation_prompt %}<s>assistant: {% endif %}"
+    )
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
+        bos_token_id=1, eos_token_id=2, pad_token_id=2,
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
 @pytest.fixture(scope="module")
-def judge_service(tmp_path_factory: pytest.TempPathFactory, stub: StubProcess) -> Iterator[Service]:
+def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
+    """`transformers serve` on a tiny model: (base URL, model name, log file)."""
+    folder = tmp_path_factory.mktemp("tiny-judge")
+    _build_tiny_model(folder)
+    port = free_port()
+    log = folder / "serve.log"
+    command = [
+        str(Path(sys.executable).parent / "transformers"), "serve", str(folder),
+        "--host", "127.0.0.1", "--port", str(port),
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()[-3000:]
+            if "Uvicorn running" in log.read_text(errors="replace"):
+                break
+            time.sleep(0.3)
+        else:
+            raise AssertionError(f"transformers serve did not start: {log.read_text()[-3000:]}")
+        yield url, str(folder), log
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def judge_service(
+    tmp_path_factory: pytest.TempPathFactory,
+    stub: StubProcess,
+    model_server: tuple[str, str, Path],
+) -> Iterator[Service]:
+    model_url, model_name, _ = model_server
     endpoints = {
+        "model": {"url": model_url, "model": model_name, "timeout_s": 60},
         "judge": {
             "url": f"{stub.url}/v1",
             "model": "stub-judge",
             "api_key": "sk-test-not-a-secret",
             "price_per_1k_prompt": 1.0,
             "price_per_1k_completion": 2.0,
-        }
+        },
     }
     with private_backends("judge-live") as (pg_url, redis_url):
         service = start_service(
@@ -200,6 +274,55 @@ def test_a_policy_naming_an_unknown_endpoint_is_refused(judge_service: Service) 
         response = client.post("/v1/policies", json={"document": policy})
     assert response.status_code == 422
     errors = {e["loc"]: e["msg"] for e in response.json()["errors"]}
-    assert "no judge endpoint named 'openai' is configured (configured: judge)" in errors.get(
-        "ladders.text[0].config", ""
+    assert (
+        "no judge endpoint named 'openai' is configured (configured: judge, model)"
+        in errors.get("ladders.text[0].config", "")
     ), errors
+
+
+def test_a_real_server_answers_and_its_random_text_is_reported_not_scored(
+    judge_service: Service, model_server: tuple[str, str, Path]
+) -> None:
+    policy = {
+        "name": "judge-real-server",
+        "ladders": {
+            "text": [
+                {
+                    "tier": "judge.llm",
+                    "config": {
+                        "endpoint": "model",
+                        "rubric": {
+                            "criteria": "Is the answer right?",
+                            "scale": {"min": 1, "max": 10},
+                        },
+                        "max_tokens": 24,
+                    },
+                }
+            ]
+        },
+    }
+    _, _, log = model_server
+    with judge_service.client(timeout=120) as client:
+        created = client.post("/v1/policies", json={"document": policy})
+        assert created.status_code == 201, created.text
+        items = [_item(f"Paris ({i})") for i in range(4)]
+        body = {"policy": "judge-real-server", "items": items, "wait_s": 90}
+        response = client.post("/v1/rewards", json=body)
+        assert response.status_code in (200, 202), response.text
+        if response.status_code == 202:
+            job = poll_job(client, response.headers["location"], timeout=90)
+        else:
+            job = response.json()
+    served = log.read_text(errors="replace").count('"POST /v1/chat/completions HTTP/1.1" 200')
+    assert served >= 4  # every item was a real chat completion, json_schema and all
+    for item in job["items"]:
+        verdict = _verdict(item, "judge.llm")
+        assert verdict["components"]["prompt_tokens"] > 0
+        assert 0 < verdict["components"]["completion_tokens"] <= 24
+        if item["reward"]["status"] == "infra_error":  # random text: almost always
+            assert verdict["reason"] == "judge_unparseable"
+            assert "no score (a number from 1 to 10) in the judge's reply" in verdict["feedback"]
+            assert item["reward"]["value"] is None
+        else:  # a random "Score: 7" would be read like any other
+            assert item["reward"]["status"] == "scored"
+            assert 1 <= verdict["components"]["raw_score"] <= 10
