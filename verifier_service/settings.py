@@ -353,6 +353,13 @@ class ReviewSettings(BaseModel):
         description="How often an open task page sends a heartbeat (capped at a third of the "
         "queue's claim_ttl_s).",
     )
+    max_live_leases: int = Field(
+        default=3,
+        ge=1,
+        description="Tasks one reviewer may hold at once in one queue (a task page holds its "
+        "task and the preloaded next one); a claim beyond it is refused (409) until one is "
+        "answered, skipped, released or expired.",
+    )
     agreement_pool: int = Field(
         default=2000,
         ge=2,

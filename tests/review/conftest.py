@@ -19,6 +19,9 @@ from verifier_service.wiring import configure_tiers
 def _use(monkeypatch: pytest.MonkeyPatch, url: str, redis_url: str) -> None:
     monkeypatch.setenv("VERIFIER_DATABASE__URL", url)
     monkeypatch.setenv("VERIFIER_BROKER__URL", redis_url)
+    # The lease tests take many tasks at once per reviewer (threads as tabs); the limit's own
+    # test sets it low.
+    monkeypatch.setenv("VERIFIER_REVIEW__MAX_LIVE_LEASES", "1000")
     get_settings.cache_clear()
     reset_engine_cache()
     upgrade(url)

@@ -118,9 +118,7 @@ def test_a_retried_cancelled_job_keeps_one_task_per_item_charged_once(
         paths = console.job_paths(session, job_id)
     assert job.status == "completed"
     assert paths.job.status == "completed"
-    assert {(i.reward.status, i.reward.revision) for i in job.items if i.reward} == {
-        ("scored", 2)
-    }
+    assert {(i.reward.status, i.reward.revision) for i in job.items if i.reward} == {("scored", 2)}
     changes = _changes(job_id)
     assert sorted((t, r, s) for t, _, r, s in changes) == sorted(
         [("item.finished", 1, "infra_error")] * 4 + [("item.revised", 2, "scored")] * 4

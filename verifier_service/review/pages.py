@@ -208,7 +208,10 @@ def next_task_page(
     try:
         # Retried as the API's next is: a connection dropped since its last use, or a deadlock
         # PostgreSQL ended (a claim may wait on another's row lock), costs the reviewer nothing.
-        view = retried_transaction(lambda s: service.next_task(s, principal.name, queue))
+        # A task she still holds in the queue (a tab she closed) comes back first.
+        view = retried_transaction(
+            lambda s: service.next_task(s, principal.name, queue, resume=True)
+        )
     except DomainError as exc:
         if exc.status_code == 404:
             return _message(request, settings, principal, "No such queue", exc.message,

@@ -130,6 +130,72 @@ def claim(
     return claimed
 
 
+def live_lease_in(session: Session, queue: str, reviewer: str) -> ReviewLease | None:
+    """The reviewer's oldest live lease on a task of the queue (not expired), locked."""
+    query = (
+        select(ReviewLease)
+        .join(ReviewTask, ReviewTask.id == ReviewLease.task_id)
+        .where(
+            ReviewLease.reviewer == reviewer,
+            ReviewLease.state == "live",
+            ReviewTask.queue == queue,
+        )
+        .order_by(ReviewLease.created_at, ReviewLease.id)
+        .limit(1)
+    )
+    return session.scalars(query.with_for_update(of=ReviewLease)).first()
+
+
+def live_leases_in(session: Session, queue: str, reviewer: str) -> int:
+    """How many live leases the reviewer holds on tasks of the queue."""
+    query = (
+        select(func.count())
+        .select_from(ReviewLease)
+        .join(ReviewTask, ReviewTask.id == ReviewLease.task_id)
+        .where(
+            ReviewLease.reviewer == reviewer,
+            ReviewLease.state == "live",
+            ReviewTask.queue == queue,
+        )
+    )
+    return int(session.scalar(query) or 0)
+
+
+def taken_in(session: Session, queue: str, reviewer: str) -> tuple[int, int]:
+    """(gold tasks, all tasks) of the queue the reviewer holds or answered."""
+    row = session.execute(
+        select(
+            func.count(func.distinct(ReviewTask.id)).filter(ReviewTask.gold.is_(True)),
+            func.count(func.distinct(ReviewTask.id)),
+        )
+        .select_from(ReviewLease)
+        .join(ReviewTask, ReviewTask.id == ReviewLease.task_id)
+        .where(
+            ReviewLease.reviewer == reviewer,
+            ReviewLease.state.in_(("live", "answered")),
+            ReviewTask.queue == queue,
+        )
+    ).one()
+    return int(row[0]), int(row[1])
+
+
+def earlier_draft(session: Session, task_id: str, reviewer: str) -> dict[str, Any] | None:
+    """The draft of the reviewer's latest earlier lease of the task that kept one."""
+    query = (
+        select(ReviewLease.draft)
+        .where(
+            ReviewLease.task_id == task_id,
+            ReviewLease.reviewer == reviewer,
+            ReviewLease.state != "live",
+            ReviewLease.draft.is_not(None),
+        )
+        .order_by(ReviewLease.created_at.desc(), ReviewLease.id.desc())
+        .limit(20)
+    )
+    # (a JSON null, as a lease answered or given an empty draft stores it, is no draft)
+    return next((d for d in session.scalars(query) if d is not None), None)
+
+
 def holds(session: Session, task_id: str, reviewer: str) -> bool:
     """Whether the reviewer holds a live lease on, or answered, the task (as committed now)."""
     query = select(ReviewLease.id).where(

@@ -45,6 +45,13 @@ from verifier_service.settings import get_settings
 GOLD_OVERLAP = 1_000_000
 
 
+class LeaseLimitError(DomainError):
+    """The reviewer holds as many live leases in the queue as one may: 409."""
+
+    status_code = 409
+    code = "lease_limit"
+
+
 class ReviewerPausedError(DomainError):
     """The reviewer is paused (gold accuracy, or an operator): 403."""
 
@@ -105,8 +112,15 @@ def _view(session: Session, lease: ReviewLease, task: ReviewTask) -> LeaseView:
     )
 
 
-def next_task(session: Session, reviewer: str, queue: str) -> LeaseView | None:
-    """Lease the next task of a queue for this reviewer (None: nothing left for them)."""
+def next_task(
+    session: Session, reviewer: str, queue: str, *, resume: bool = False
+) -> LeaseView | None:
+    """Lease the next task of a queue for this reviewer (None: nothing left for them).
+
+    `resume` (a reviewer opening the queue's page): a task she still holds there (a tab she
+    closed) comes back to her first, with its draft, instead of staying locked to her until
+    its lease expires. Without it (the page's preload of the next task) a new task is leased,
+    up to `review.max_live_leases` held at once in the queue (then 409)."""
     _check_not_paused(session, reviewer)
     now = utcnow()
     repository.expire_leases(session, now)
@@ -114,16 +128,41 @@ def next_task(session: Session, reviewer: str, queue: str) -> LeaseView | None:
     if stored is None:
         raise NotFoundError(f"no review queue named {queue!r}", hint="GET /v1/review/queues")
     config = ReviewConfig.model_validate(stored.config)
+    if resume and (held := repository.live_lease_in(session, queue, reviewer)) is not None:
+        held.expires_at = now + timedelta(seconds=config.claim_ttl_s)
+        task = session.get(ReviewTask, held.task_id)
+        assert task is not None
+        return _view(session, held, task)
+    most = get_settings().review.max_live_leases
+    if repository.live_leases_in(session, queue, reviewer) >= most:
+        raise LeaseLimitError(
+            f"you hold {most} tasks of the queue {queue!r} already, as many as one reviewer may",
+            hint="answer, skip or release one of them first",
+        )
     task = None
-    if config.gold_rate > 0 and random.random() < config.gold_rate:
+    if _gold_due(session, queue, reviewer, config.gold_rate):
         task = _claim(session, queue, reviewer, gold=True)
     if task is None:
         task = _claim(session, queue, reviewer, gold=False)
     if task is None:
         return None
     lease = repository.add_lease(session, task.id, reviewer, now, config.claim_ttl_s)
+    # A draft the reviewer saved under an earlier lease of this task (it expired, or she
+    # released it) is hers still.
+    if (draft := repository.earlier_draft(session, task.id, reviewer)) is not None:
+        lease.draft = draft
     record_event(session, reviewer, "review.lease", task.id, lease=lease.id, queue=queue)
     return _view(session, lease, task)
+
+
+def _gold_due(session: Session, queue: str, reviewer: str, rate: float) -> bool:
+    """Whether this claim tries a gold task: drawn at the queue's gold_rate, and for sure once
+    the reviewer's gold share in the queue has fallen a whole task behind it (a fair draw
+    alone left one reviewer without gold for 17 tasks at 0.2, one time in 40)."""
+    if rate <= 0:
+        return False
+    gold, total = repository.taken_in(session, queue, reviewer)
+    return rate * (total + 1) - gold >= 1 or random.random() < rate
 
 
 def _claim(session: Session, queue: str, reviewer: str, *, gold: bool) -> ReviewTask | None:
