@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import httpx
@@ -79,7 +80,13 @@ class JudgeLlmTier:
     def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
         cfg = JudgeConfig.model_validate(dict(config))
         cpu0 = time.process_time()
-        verdicts = asyncio.run(self._judge_all(items, cfg))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a worker's thread, as usual: its own loop for this batch
+            verdicts = asyncio.run(self._judge_all(items, cfg))
+        else:  # called from inside an event loop: the batch's loop runs in a thread of its own
+            with ThreadPoolExecutor(1) as pool:
+                verdicts = pool.submit(asyncio.run, self._judge_all(items, cfg)).result()
         share = (time.process_time() - cpu0) / max(len(items), 1)
         for verdict in verdicts:
             verdict.cost = Cost(cpu_s=share, wall_s=verdict.cost.wall_s)

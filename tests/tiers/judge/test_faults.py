@@ -211,3 +211,12 @@ def test_reference_guided_needs_a_reference(stub: JudgeStub) -> None:
     (verdict,) = make_tier(stub.url).verify_batch([item], config)
     assert (verdict.status, verdict.reason) == ("error", "no_reference")
     assert stub.state.requests == []
+
+
+def test_a_batch_judged_from_inside_an_event_loop_still_runs(stub: JudgeStub) -> None:
+    import asyncio
+
+    async def inside() -> list[Any]:
+        return make_tier(stub.url).verify_batch(_items(3), SCALE)
+
+    assert [v.status for v in asyncio.run(inside())] == ["passed"] * 3
