@@ -208,6 +208,19 @@ def job_costs(session: Session, job_id: str) -> dict[tuple[str, str], float]:
     return {(item, tier): float(c or 0.0) for item, tier, c in rows}
 
 
+def parts_of(session: Session, job_id: str) -> dict[str, list[tuple[str, str, int]]]:
+    """Trajectory item id -> its parts (id, role, index), in index order, for one job."""
+    rows = session.execute(
+        select(Item.parent_id, Item.id, Item.role, Item.index)
+        .where(Item.job_id == job_id, Item.parent_id.is_not(None))
+        .order_by(Item.parent_id, Item.index)
+    )
+    out: dict[str, list[tuple[str, str, int]]] = {}
+    for parent_id, item_id, role, index in rows:
+        out.setdefault(str(parent_id), []).append((item_id, role, int(index)))
+    return out
+
+
 def item_ids_of(session: Session, job_id: str) -> dict[int, str]:
     """Top-level item index -> item id, for one job."""
     rows = session.execute(

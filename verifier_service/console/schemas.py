@@ -141,6 +141,9 @@ class Rung(BaseModel):
     cached: bool
     cost_units: float
     reason: str | None = None
+    #: Which part of a trajectory the verdict is of ("step 0", ..., "outcome"); None for an
+    #: item of its own.
+    part: str | None = None
 
 
 class ItemPath(BaseModel):
@@ -153,8 +156,12 @@ class ItemPath(BaseModel):
     reward_value: float | None
     reason: str | None
     fidelity: str | None
-    cost_units: float
+    cost_units: float = Field(description="The item's cost, a trajectory's steps included.")
     path: list[Rung]
+    step_rewards: list[float | None] | None = Field(
+        default=None, description="A trajectory's reward per step (None: not scored)."
+    )
+    outcome_reward: float | None = None
 
 
 class JobPaths(BaseModel):

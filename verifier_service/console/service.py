@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -31,6 +32,7 @@ from verifier_service.core.db import utcnow
 from verifier_service.core.errors import ConflictError, NotFoundError
 from verifier_service.core.notify import sync_client
 from verifier_service.core.presence import drain_key, presence_key
+from verifier_service.jobs.schemas import StoredVerdict
 from verifier_service.jobs.service import job_out
 from verifier_service.ladder.dispatch import Outgoing, stage
 from verifier_service.ladder.models import JOB_FINISHED, Job
@@ -277,16 +279,21 @@ def _row(job: Job, cost: float, errors: int) -> JobRow:
 
 
 def job_paths(session: Session, job_id: str) -> JobPaths:
-    """Each item of a job with its path up the ladder (verdicts in order) and its costs."""
+    """Each item of a job with its path up the ladder (verdicts in order) and its costs; a
+    trajectory's path is its steps' and outcome's verdicts, each marked with its part, and its
+    cost is theirs."""
     out = job_out(session, job_id)  # NotFoundError when there is no such job
     job = session.get(Job, job_id)
     assert job is not None
     ids = repository.item_ids_of(session, job_id)
+    parts = repository.parts_of(session, job_id)
     costs = repository.job_costs(session, job_id)
-    items: list[ItemPath] = []
-    for item in out.items:
-        item_id = ids.get(item.index, "")
-        path = [
+    per_item: dict[str, float] = defaultdict(float)
+    for (cost_item, _), units in costs.items():
+        per_item[cost_item] += units
+
+    def rungs(item_id: str, verdicts: Sequence[StoredVerdict], part: str | None) -> list[Rung]:
+        return [
             Rung(
                 tier=v.tier,
                 status=v.status,
@@ -295,9 +302,23 @@ def job_paths(session: Session, job_id: str) -> JobPaths:
                 cached=v.cached,
                 cost_units=costs.get((item_id, v.tier), 0.0),
                 reason=v.reason,
+                part=part,
             )
-            for v in item.verdicts
+            for v in verdicts
         ]
+
+    items: list[ItemPath] = []
+    for item in out.items:
+        item_id = ids.get(item.index, "")
+        path = rungs(item_id, item.verdicts, None)
+        cost = per_item.get(item_id, 0.0)
+        steps = {s.index: s for s in item.steps or []}
+        for part_id, role, index in parts.get(item_id, []):
+            step = steps.get(index)
+            label = f"step {index}" if role == "step" else role
+            if step is not None:
+                path += rungs(part_id, step.verdicts, label)
+            cost += per_item.get(part_id, 0.0)
         reward = item.reward
         items.append(
             ItemPath(
@@ -308,8 +329,10 @@ def job_paths(session: Session, job_id: str) -> JobPaths:
                 reward_value=reward.value if reward else None,
                 reason=reward.reason if reward else None,
                 fidelity=reward.fidelity if reward else None,
-                cost_units=sum(c for (i, _), c in costs.items() if i == item_id),
+                cost_units=cost,
                 path=path,
+                step_rewards=reward.step_rewards if reward and item.steps is not None else None,
+                outcome_reward=reward.outcome_reward if reward else None,
             )
         )
     total = sum(costs.values())

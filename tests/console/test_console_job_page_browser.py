@@ -1,0 +1,101 @@
+"""The console's job page in a real browser (Playwright + Debian Chromium): a trajectory's row
+shows its steps' verdicts, step rewards and cost (the rows add up to the job's cost), and a
+job an operator cancelled says "cancelled", names the operator and is found by the status
+filter."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from console_support import Console, operator_tab
+
+SCHEMA = {"type": "object", "required": ["tool"], "properties": {"tool": {"type": "string"}}}
+RUBRIC = {"dimensions": [{"name": "ok", "type": "score", "min": 1, "max": 2}]}
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "img"
+
+
+def _policy(console: Console, name: str, ladders: dict[str, Any]) -> None:
+    with console.service.client() as client:
+        made = client.post("/v1/policies", json={"document": {"name": name, "ladders": ladders}})
+    assert made.status_code == 201, made.text
+
+
+def _shots(tab: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    tab.set_viewport_size({"width": 1280, "height": 800})
+    tab.screenshot(path=str(SHOTS / f"{name}-1280.png"), full_page=True)
+    tab.set_viewport_size({"width": 390, "height": 844})
+    tab.screenshot(path=str(SHOTS / f"{name}-390.png"), full_page=True)
+
+
+def test_a_trajectory_row_shows_its_steps_rewards_and_cost(console: Console, browser: Any) -> None:
+    name = f"traj-{uuid.uuid4().hex[:6]}"
+    _policy(console, name, {"json": [{"tier": "schema", "config": {"schema": SCHEMA}}]})
+    marker = uuid.uuid4().hex
+    trajectory = {
+        "kind": "trajectory",
+        "steps": [
+            {"action": {"kind": "json", "payload": {"tool": "search", "m": marker}}},
+            {"action": {"kind": "json", "payload": {"m": marker}}},  # no tool: fails
+        ],
+        "final_answer": {"kind": "json", "payload": {"tool": "answer", "m": marker}},
+    }
+    single = {"kind": "json", "payload": {"tool": "alone", "m": marker}}
+    with console.service.client() as client:
+        answer = client.post(
+            "/v1/rewards", json={"policy": name, "items": [trajectory, single], "wait_s": 20}
+        )
+    assert answer.status_code == 200, answer.text
+    job = answer.json()
+    reward = job["items"][0]["reward"]
+    assert reward["status"] == "scored"
+    path = f"/console/jobs/{job['id']}"
+    with operator_tab(browser, console.service.base_url, path, console.operator) as tab:
+        row = tab.locator("#items tbody tr[data-index='0']")
+        assert "no verdict yet" not in row.inner_text()
+        steps = row.locator("ol.step-rewards li").all_inner_texts()
+        assert steps == [f"step {i}: {v:.4f}" for i, v in enumerate(reward["step_rewards"])] + [
+            f"outcome: {reward['outcome_reward']:.4f}"
+        ]
+        rungs = row.locator("ol.path li").all_inner_texts()
+        assert [r.split(" ")[0:2] for r in rungs] == [
+            ["step", "0"], ["step", "1"], ["outcome", "schema:"]
+        ]  # fmt: skip
+        with console.service.client() as client:
+            paths = client.get(f"/v1/console/jobs/{job['id']}").json()
+        costs = [i["cost_units"] for i in paths["items"]]
+        assert costs[0] == reward["cost"]["cost_units"] > 0  # not 0.000
+        assert sum(costs) == paths["job"]["cost_units"]  # the rows add up to the job's cost
+        shown = tab.locator("#items td.item-cost").all_inner_texts()
+        assert shown == [f"{c:.3f}" for c in costs]
+        _shots(tab, "console-job-trajectory")
+
+
+def test_a_cancelled_job_says_so_and_is_found_by_its_status(console: Console, browser: Any) -> None:
+    name = f"people-{uuid.uuid4().hex[:6]}"
+    human = {"tier": "human", "config": {"queue": name, "rubric": RUBRIC}}
+    _policy(console, name, {"text": [human]})
+    item = {"kind": "text", "payload": {"text": uuid.uuid4().hex}}
+    with console.service.client() as client:
+        posted = client.post("/v1/rewards", json={"policy": name, "items": [item]})
+    assert posted.status_code == 202, posted.text
+    job_id = posted.json()["id"]
+    path = f"/console/jobs/{job_id}"
+    with operator_tab(browser, console.service.base_url, path, console.operator) as tab:
+        assert tab.locator("#job-status").inner_text() == "running"
+        with tab.expect_navigation():
+            tab.get_by_role("button", name="Cancel job").click()
+        assert tab.locator("#job-status").inner_text() == "cancelled"
+        reason = tab.locator("#items tbody tr .reason").inner_text()
+        assert reason.startswith(f"cancelled: by operator {console.operator}")
+        _shots(tab, "console-job-cancelled")
+        tab.goto(f"{console.service.base_url}/console/jobs?policy={name}")
+        tab.get_by_label("Status").select_option("cancelled")
+        with tab.expect_navigation():
+            tab.get_by_role("button", name="Search").click()
+        rows = tab.locator("#jobs tbody tr")
+        assert rows.count() == 1
+        assert job_id in rows.inner_text()
+        assert "cancelled" in rows.inner_text()
