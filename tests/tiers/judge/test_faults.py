@@ -8,8 +8,8 @@ import json
 import time
 from typing import Any
 
-from conftest import closed_port_url, make_tier
 from judge_stub import JudgeStub
+from judge_support import closed_port_url, make_tier
 
 from tiers.base import Candidate, VerdictStatus
 
