@@ -1,19 +1,42 @@
 """The console's job page in a real browser (Playwright + Debian Chromium): a trajectory's row
 shows its steps' verdicts, step rewards and cost (the rows add up to the job's cost), and a
 job an operator cancelled says "cancelled", names the operator and is found by the status
-filter."""
+filter. A service of this module's own: the console's shared one counts its jobs exactly."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from console_support import Console, operator_tab
+import pytest
+from console_support import OPERATOR_PASSWORD, Console, operator_tab
+from support import private_backends, start_service
 
 SCHEMA = {"type": "object", "required": ["tool"], "properties": {"tool": {"type": "string"}}}
 RUBRIC = {"dimensions": [{"name": "ok", "type": "score", "min": 1, "max": 2}]}
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "img"
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    with private_backends("cjob") as (pg_url, redis_url):
+        service = start_service(
+            tmp_path_factory.mktemp("cjob"),
+            "ladder,tier.fast,callbacks",
+            VERIFIER_DATABASE__URL=pg_url,
+            VERIFIER_BROKER__URL=redis_url,
+        )
+        try:
+            operator = f"op-{uuid.uuid4().hex[:6]}"
+            made = service.cli(
+                "users", "create", "--role", "operator", operator, stdin=OPERATOR_PASSWORD + "\n"
+            )
+            assert made.returncode == 0, made.stderr
+            yield Console(service=service, operator=operator)
+        finally:
+            service.stop_all()
 
 
 def _policy(console: Console, name: str, ladders: dict[str, Any]) -> None:

@@ -79,7 +79,7 @@ def test_cancel_a_job_that_waits_on_a_queue_nobody_serves(console: Console) -> N
         again = client.post(f"/v1/console/jobs/{job_id}/cancel")
         job = client.get(f"/v1/jobs/{job_id}").json()
         audit = client.get("/v1/audit", params={"action": "job.cancel"})
-    assert cancelled.json()["job"]["status"] == "completed"
+    assert cancelled.json()["job"]["status"] == "cancelled"
     assert again.status_code == 409
     # The trainer's own view: finished, every item an infra_error that says why.
     assert job["status"] == "completed"
