@@ -16,7 +16,6 @@ from support import private_backends, start_service
 
 SCHEMA = {"type": "object", "required": ["tool"], "properties": {"tool": {"type": "string"}}}
 RUBRIC = {"dimensions": [{"name": "ok", "type": "score", "min": 1, "max": 2}]}
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +44,17 @@ def _policy(console: Console, name: str, ladders: dict[str, Any]) -> None:
     assert made.status_code == 201, made.text
 
 
-def _shots(tab: Any, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
+def _shots(tab: Any, folder: Path, name: str) -> None:
+    """The page at desktop and phone width (copies of them are in docs/img/)."""
     tab.set_viewport_size({"width": 1280, "height": 800})
-    tab.screenshot(path=str(SHOTS / f"{name}-1280.png"), full_page=True)
+    tab.screenshot(path=str(folder / f"{name}-1280.png"), full_page=True)
     tab.set_viewport_size({"width": 390, "height": 844})
-    tab.screenshot(path=str(SHOTS / f"{name}-390.png"), full_page=True)
+    tab.screenshot(path=str(folder / f"{name}-390.png"), full_page=True)
 
 
-def test_a_trajectory_row_shows_its_steps_rewards_and_cost(console: Console, browser: Any) -> None:
+def test_a_trajectory_row_shows_its_steps_rewards_and_cost(
+    console: Console, browser: Any, tmp_path: Path
+) -> None:
     name = f"traj-{uuid.uuid4().hex[:6]}"
     _policy(console, name, {"json": [{"tier": "schema", "config": {"schema": SCHEMA}}]})
     marker = uuid.uuid4().hex
@@ -93,10 +94,12 @@ def test_a_trajectory_row_shows_its_steps_rewards_and_cost(console: Console, bro
         assert sum(costs) == paths["job"]["cost_units"]  # the rows add up to the job's cost
         shown = tab.locator("#items td.item-cost").all_inner_texts()
         assert shown == [f"{c:.3f}" for c in costs]
-        _shots(tab, "console-job-trajectory")
+        _shots(tab, tmp_path, "console-job-trajectory")
 
 
-def test_a_cancelled_job_says_so_and_is_found_by_its_status(console: Console, browser: Any) -> None:
+def test_a_cancelled_job_says_so_and_is_found_by_its_status(
+    console: Console, browser: Any, tmp_path: Path
+) -> None:
     name = f"people-{uuid.uuid4().hex[:6]}"
     human = {"tier": "human", "config": {"queue": name, "rubric": RUBRIC}}
     _policy(console, name, {"text": [human]})
@@ -113,7 +116,7 @@ def test_a_cancelled_job_says_so_and_is_found_by_its_status(console: Console, br
         assert tab.locator("#job-status").inner_text() == "cancelled"
         reason = tab.locator("#items tbody tr .reason").inner_text()
         assert reason.startswith(f"cancelled: by operator {console.operator}")
-        _shots(tab, "console-job-cancelled")
+        _shots(tab, tmp_path, "console-job-cancelled")
         tab.goto(f"{console.service.base_url}/console/jobs?policy={name}")
         tab.get_by_label("Status").select_option("cancelled")
         with tab.expect_navigation():

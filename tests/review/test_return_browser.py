@@ -19,7 +19,6 @@ RUBRIC = {
         {"name": "tone", "type": "label", "labels": ["kind", "neutral", "rude"]},
     ]
 }
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 
 @pytest.fixture
@@ -42,7 +41,7 @@ def _has_the_draft(tab: Any) -> None:
 
 
 def test_a_closed_tab_gives_her_task_back_with_its_draft(
-    live_service: Service, browser: Any, reviewer: str
+    live_service: Service, browser: Any, reviewer: str, tmp_path: Path
 ) -> None:
     queue = f"back-{uuid.uuid4().hex[:8]}"
     text = f"Come back to me {uuid.uuid4().hex}"
@@ -58,10 +57,10 @@ def test_a_closed_tab_gives_her_task_back_with_its_draft(
         assert again.locator("#answer").count() == 1, again.content()[:400]
         assert again.locator(".item .text").inner_text() == text
         _has_the_draft(again)
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        again.screenshot(path=str(SHOTS / "review-task-back-1280.png"), full_page=True)
+        # (copies of these are in docs/img/)
+        again.screenshot(path=str(tmp_path / "review-task-back-1280.png"), full_page=True)
         again.set_viewport_size({"width": 390, "height": 844})
-        again.screenshot(path=str(SHOTS / "review-task-back-390.png"), full_page=True)
+        again.screenshot(path=str(tmp_path / "review-task-back-390.png"), full_page=True)
     finally:
         context.close()
 
