@@ -155,8 +155,9 @@ def test_unique_items_over_many_objects_is_linear() -> None:
     # jsonschema compares every pair of objects: 12.5 million comparisons for 5,000.
     schema = {"properties": {"rows": {"uniqueItems": True}}}
     rows = [{"id": i, "tags": [i, str(i)]} for i in range(5000)]
-    verdict, elapsed = _verdict({"rows": rows}, schema)
-    assert elapsed < 1.0, elapsed
+    verdict, _ = _verdict({"rows": rows}, schema)
+    # Passed, not schema_too_costly: the check ended within its 1 s deadline (the pairwise
+    # comparison ran into it). No timed assert of our own: a loaded machine is not a slow check.
     assert verdict.status == VerdictStatus.passed
     verdict, _ = _verdict({"rows": [*rows, {"tags": [4, "4"], "id": 4.0}]}, schema)
     assert verdict.status == VerdictStatus.failed  # 4.0 == 4 and key order plays no part
