@@ -16,9 +16,9 @@ from support import Service, private_backends, start_service
 from trainer.config import TrainConfig
 from trainer.trainer import FIDELITY_PREFIX, LEDGER_PREFIX, REWARD_KEY, WARM_VALIDITY_KEY, run
 
-ROOT = Path(__file__).resolve().parents[3]
-POLICY = ROOT / "workers" / "grpo" / "policies" / "drug-likeness-ladder.yaml"
-CONFIGS = ROOT / "workers" / "grpo" / "configs"
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = ROOT / "trainer" / "policies" / "drug-likeness-ladder.yaml"
+CONFIGS = ROOT / "trainer" / "configs"
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import trl  # noqa: F401  # the train extra: .ci/test installs it; a missing TRL
 from trainer.config import TrainConfig
 from trainer.trainer import REWARD_KEY, VALIDITY_KEY, run
 
-CONFIGS = Path(__file__).resolve().parents[3] / "workers" / "grpo" / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "trainer" / "configs"
 
 
 def test_grpo_trainer_runs_against_the_live_service_and_resumes(
