@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
@@ -40,6 +41,9 @@ class Candidate(BaseModel):
     payload: dict[str, Any]
     reference: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
+    #: What the ladder adds for a tier that reads an item's surroundings (`reads_trajectory`):
+    #: a trajectory step's earlier steps and observations. Never set by a trainer.
+    context: dict[str, Any] | None = None
 
 
 class TextPayload(BaseModel):
@@ -144,3 +148,16 @@ def judge_one(tier: str, version: str, verify: Callable[[], Verdict]) -> Verdict
             )
     verdict.cost = Cost(cpu_s=watch.cpu_s + verdict.cost.cpu_s, wall_s=watch.wall_s)
     return verdict
+
+
+#: When the items of the batch being verified must be answered (epoch seconds), where the
+#: caller knows it: the ladder sets it around `verify_batch` from the job's deadline. A tier
+#: that waits on something outside (a judge endpoint that is down) waits no longer than this.
+batch_deadline: ContextVar[float | None] = ContextVar("batch_deadline", default=None)
+
+
+def charged_units(cost_class: float, components: Mapping[str, float]) -> float:
+    """What one computed verdict costs in cost units: its own `cost_units` component where the
+    tier measured it (a judge's tokens at its endpoint's price), else the tier's cost class."""
+    units = components.get("cost_units")
+    return cost_class if units is None else float(units)

@@ -20,6 +20,8 @@ import httpx
 from tiers.judge.settings import JudgeEndpoint, JudgeSettings
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+#: Errors that mean the endpoint is down or overloaded: worth waiting for, within a deadline.
+WAITABLE = frozenset({"endpoint_failed", "endpoint_unavailable"})
 
 
 class EndpointError(Exception):
@@ -38,6 +40,9 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     attempts: int
+    #: The reply's token log-probabilities (`choices[0].logprobs.content`), when the server
+    #: sent them.
+    logprobs: list[dict[str, Any]] | None = None
 
 
 class CircuitBreaker:
@@ -150,9 +155,17 @@ class EndpointCaller:
     """Calls of one endpoint within one event loop (one batch)."""
 
     def __init__(
-        self, name: str, endpoint: JudgeEndpoint, settings: JudgeSettings, client: httpx.AsyncClient
+        self,
+        name: str,
+        endpoint: JudgeEndpoint,
+        settings: JudgeSettings,
+        client: httpx.AsyncClient,
+        wait_until: float | None = None,
     ) -> None:
         self.name = name
+        #: time.monotonic() until which a call keeps trying an endpoint that is down (the
+        #: items' deadline, less a margin); None: one round of retries, then an error.
+        self.wait_until = wait_until
         self.endpoint = endpoint
         self.settings = settings
         self.client = client
@@ -174,11 +187,31 @@ class EndpointCaller:
         )
 
     async def complete(self, body: dict[str, Any]) -> Completion:
-        """One chat completion; EndpointError when there is no usable answer."""
-        if not self.breaker.allow():
-            raise self._unavailable()
-        async with self.slots:
-            return await self._with_retries(body)
+        """One chat completion; EndpointError when there is no usable answer.
+
+        With `wait_until`, an endpoint that is down (retries spent, or its circuit open) is
+        tried again with backoff until then; the error that ends it says so."""
+        started = time.monotonic()
+        rounds = 0
+        while True:
+            try:
+                if not self.breaker.allow():
+                    raise self._unavailable()
+                async with self.slots:
+                    return await self._with_retries(body)
+            except EndpointError as exc:
+                if exc.reason not in WAITABLE or self.wait_until is None:
+                    raise
+                left = self.wait_until - time.monotonic()
+                if left <= 0:
+                    raise EndpointError(
+                        "endpoint_down_until_deadline",
+                        f"{exc}; kept trying for {time.monotonic() - started:.1f} s "
+                        f"({rounds + 1} rounds) until the item's deadline",
+                    ) from None
+                rounds += 1
+                step = self.settings.backoff_s * 2 ** min(rounds, 16)
+                await asyncio.sleep(max(0.01, min(step, self.settings.backoff_max_s, left)))
 
     async def _with_retries(self, body: dict[str, Any]) -> Completion:
         key = (self.name, self.endpoint.url)
@@ -241,6 +274,7 @@ class EndpointCaller:
             message = data["choices"][0]["message"]
             text = message.get("content") or ""
             usage = data.get("usage") or {}
+            logprobs = (data["choices"][0].get("logprobs") or {}).get("content")
             if not isinstance(text, str):
                 raise TypeError(f"content is {type(text).__name__}")
             return Completion(
@@ -248,6 +282,7 @@ class EndpointCaller:
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 completion_tokens=int(usage.get("completion_tokens") or 0),
                 attempts=attempt,
+                logprobs=logprobs if isinstance(logprobs, list) else None,
             )
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise EndpointError(

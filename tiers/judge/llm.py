@@ -14,26 +14,38 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
-import httpx
 from pydantic import ValidationError
 
-from tiers.base import Candidate, Cost, Verdict, VerdictStatus, stable_json
-from tiers.judge import monitor
+from tiers.base import Candidate, Verdict, VerdictStatus, stable_json
+from tiers.judge.asking import Answer, ask
+from tiers.judge.batch import (
+    candidate_text,
+    endpoint_models,
+    error_verdict,
+    run_sync,
+    share_cpu,
+    timed,
+    watch,
+    with_caller,
+)
 from tiers.judge.client import EndpointCaller, EndpointError
-from tiers.judge.parse import Reading, Unparseable, parse_reply
 from tiers.judge.schemas import JudgeConfig
 from tiers.judge.settings import JudgeSettings
 from tiers.judge.templates import CandidateView, TemplateProblem, fenced, new_fence, render
 
+__all__ = ["JudgeLlmTier", "candidate_text", "check_endpoint"]
 
-def candidate_text(item: Candidate) -> str:
-    """The text a judge reads: a text item's text, else the payload as JSON."""
-    if item.kind == "text":
-        return str(item.payload.get("text", ""))
-    return stable_json(item.payload)
+
+def check_endpoint(settings: JudgeSettings, name: str) -> None:
+    """ValueError (at the field `endpoint`) when no endpoint of that name is configured."""
+    if name not in settings.endpoints:
+        known = ", ".join(sorted(settings.endpoints)) or "none"
+        raise ValueError(
+            f"endpoint: no judge endpoint named {name!r} is configured (configured: "
+            f"{known}); the operator names endpoints in the judge settings"
+        )
 
 
 class JudgeLlmTier:
@@ -56,83 +68,50 @@ class JudgeLlmTier:
             cfg = JudgeConfig.model_validate(dict(config))
         except ValidationError as exc:
             raise ValueError(str(exc)) from None
-        if cfg.endpoint not in self.settings.endpoints:
-            known = ", ".join(sorted(self.settings.endpoints)) or "none"
-            raise ValueError(
-                f"endpoint: no judge endpoint named {cfg.endpoint!r} is configured (configured: "
-                f"{known}); the operator names endpoints in the judge settings"
-            )
+        check_endpoint(self.settings, cfg.endpoint)
 
     def canonical_payload(self, item: Candidate) -> str:
         # The config (templates, sampling, endpoint name) is in the key already; the model each
         # endpoint serves is not, so it is added here: a new model is a new judge.
-        models = {name: e.model for name, e in sorted(self.settings.endpoints.items())}
         return stable_json(
             {
                 "kind": item.kind,
                 "payload": item.payload,
                 "reference": item.reference,
                 "metadata": item.metadata,
-                "models": models,
+                "models": endpoint_models(self.settings),
             }
         )
 
     def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
         cfg = JudgeConfig.model_validate(dict(config))
         cpu0 = time.process_time()
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # a worker's thread, as usual: its own loop for this batch
-            verdicts = asyncio.run(self._judge_all(items, cfg))
-        else:  # called from inside an event loop: the batch's loop runs in a thread of its own
-            with ThreadPoolExecutor(1) as pool:
-                verdicts = pool.submit(asyncio.run, self._judge_all(items, cfg)).result()
-        share = (time.process_time() - cpu0) / max(len(items), 1)
-        for verdict in verdicts:
-            verdict.cost = Cost(cpu_s=share, wall_s=verdict.cost.wall_s)
-        return verdicts
-
-    # ------------------------------------------------------------------ one batch
+        return share_cpu(run_sync(lambda: self._judge_all(items, cfg)), cpu0)
 
     async def _judge_all(self, items: Sequence[Candidate], cfg: JudgeConfig) -> list[Verdict]:
-        endpoint = self.settings.endpoints.get(cfg.endpoint)
-        if endpoint is None:
-            known = ", ".join(sorted(self.settings.endpoints)) or "none"
-            message = (
-                f"judge endpoint {cfg.endpoint!r} is not configured in this worker (configured:"
-                f" {known})"
+        async def work(caller: EndpointCaller) -> list[Verdict]:
+            judged = (
+                timed(self.name, self.version, self._judge_one(caller, cfg, i)) for i in items
             )
-            return [self._error("endpoint_not_configured", message, i) for i in items]
-        limits = httpx.Limits(max_connections=endpoint.max_in_flight)
-        async with httpx.AsyncClient(limits=limits) as client:
-            caller = EndpointCaller(cfg.endpoint, endpoint, self.settings, client)
-            return list(await asyncio.gather(*(self._judge(caller, cfg, i) for i in items)))
+            return list(await asyncio.gather(*judged))
 
-    async def _judge(self, caller: EndpointCaller, cfg: JudgeConfig, item: Candidate) -> Verdict:
-        started = time.perf_counter()
-        try:
-            verdict = await self._judge_one(caller, cfg, item)
-        except Exception as exc:  # a bug must not lose the rest of the batch
-            verdict = self._error(
-                "internal_error", f"{self.name} failed on this item: {type(exc).__name__}: {exc}"
-            )
-        verdict.cost = Cost(wall_s=time.perf_counter() - started)
-        return verdict
+        def unconfigured(message: str) -> list[Verdict]:
+            return [self._error("endpoint_not_configured", message, i) for i in items]
+
+        return await with_caller(self.settings, cfg.endpoint, work, unconfigured)
 
     async def _judge_one(
         self, caller: EndpointCaller, cfg: JudgeConfig, item: Candidate
     ) -> Verdict:
-        text = candidate_text(item)
-        flags = monitor.scan(text)
-        watch = monitor.components(flags)
+        watched, flagged = watch(candidate_text(item))
         if cfg.reference_guided and not item.reference:
             return self._error(
                 "no_reference", "this step is reference-guided and the item has no reference",
-                item, watch,
+                item, watched,
             )  # fmt: skip
         fence = new_fence()
         context = {
-            "candidate": CandidateView(item.kind, fenced(text, fence)),
+            "candidate": CandidateView(item.kind, fenced(candidate_text(item), fence)),
             "reference": dict(item.reference or {}),
             "item": {"metadata": dict(item.metadata or {})},
             "rubric": cfg.rubric.for_template(),
@@ -143,74 +122,27 @@ class JudgeLlmTier:
                 {"role": "user", "content": render(cfg.prompt, context)},
             ]
         except TemplateProblem as exc:
-            return self._error("template_error", f"the judge's prompt {exc}", item, watch)
-        body: dict[str, Any] = {
-            "model": caller.endpoint.model,
-            "messages": messages,
-            **cfg.sampling(),
-        }
-        if cfg.structured == "json_schema":
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "verdict", "schema": cfg.response_schema(), "strict": True},
-            }
-        elif cfg.structured == "json_object":
-            body["response_format"] = {"type": "json_object"}
+            return self._error("template_error", f"the judge's prompt {exc}", item, watched)
         try:
-            completion = await caller.complete(body)
+            answer = await ask(caller, cfg, cfg.rubric, messages)
         except EndpointError as exc:
-            return self._error(exc.reason, str(exc), item, watch)
-        prices = caller.endpoint
-        usage = {
-            "prompt_tokens": float(completion.prompt_tokens),
-            "completion_tokens": float(completion.completion_tokens),
-            "cost_units": (
-                completion.prompt_tokens * prices.price_per_1k_prompt
-                + completion.completion_tokens * prices.price_per_1k_completion
-            )
-            / 1000,
-            "attempts": float(completion.attempts),
-        }
-        try:
-            reading = parse_reply(completion.text, cfg.rubric)
-        except Unparseable as exc:
-            return self._error("judge_unparseable", str(exc), item, watch | usage)
-        return self._scored(reading, cfg, watch | usage, monitor.feedback(flags))
+            return self._error(exc.reason, str(exc), item, watched)
+        return self.verdict(answer, watched, flagged)
 
-    # ------------------------------------------------------------------ verdicts
-
-    def _scored(
-        self, reading: Reading, cfg: JudgeConfig, components: dict[str, float], flagged: str
-    ) -> Verdict:
-        rubric = cfg.rubric
-        if rubric.labels is not None:
-            assert reading.label is not None
-            score = rubric.labels.score_of(reading.label)
-            passed = reading.label in rubric.labels.passing
-            components["label_index"] = float(rubric.labels.values.index(reading.label))
-            said = f"label {reading.label}"
-        else:
-            assert rubric.scale is not None
-            assert reading.score is not None
-            scale = rubric.scale
-            score = (reading.score - scale.min) / (scale.max - scale.min)
-            passed = reading.score >= scale.threshold
-            components["raw_score"] = reading.score
-            said = f"score {reading.score:g} of {scale.min:g}..{scale.max:g}"
-        components["passed"] = 1.0 if passed else 0.0
-        if reading.confidence is not None:
-            components["confidence"] = reading.confidence
-        how = "" if reading.how == "json" else f" (read from {reading.how})"
-        notes = [f"judge: {said}{how}"]
+    def verdict(self, answer: Answer, watched: dict[str, float], flagged: str) -> Verdict:
+        """The verdict of an answer, with the monitor's components and feedback."""
+        components = watched | answer.components
+        if answer.unparseable is not None or answer.score is None:
+            return self._error("judge_unparseable", answer.unparseable or "", None, components)
+        notes = ["judge: " + "; ".join(answer.notes)] if answer.notes else []
         if flagged:
             notes.append(flagged)
         return Verdict(
-            status=VerdictStatus.passed if passed else VerdictStatus.failed,
-            score=score,
-            # The judge's own word on how sure it is: not calibrated (docs/judges.md).
-            uncertainty=None if reading.confidence is None else 1.0 - reading.confidence,
+            status=VerdictStatus.passed if answer.passed else VerdictStatus.failed,
+            score=answer.score,
+            uncertainty=answer.uncertainty,
             components=components,
-            reason=None if passed else "judged_failing",
+            reason=None if answer.passed else "judged_failing",
             feedback="; ".join(notes),
             tier=self.name,
             tier_version=self.version,
@@ -224,12 +156,5 @@ class JudgeLlmTier:
         components: dict[str, float] | None = None,
     ) -> Verdict:
         if components is None and item is not None:
-            components = monitor.components(monitor.scan(candidate_text(item)))
-        return Verdict(
-            status=VerdictStatus.error,
-            reason=reason,
-            feedback=message,
-            components=components or {},
-            tier=self.name,
-            tier_version=self.version,
-        )
+            components = watch(candidate_text(item))[0]
+        return error_verdict(self.name, self.version, reason, message, components)

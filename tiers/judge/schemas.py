@@ -94,56 +94,10 @@ class Rubric(_Config):
             raise ValueError("a rubric has exactly one of `scale` and `labels`")
         return self
 
-    def for_template(self) -> dict[str, Any]:
-        return {
-            "criteria": self.criteria,
-            "scale": self.scale.model_dump() if self.scale else None,
-            "labels": list(self.labels.values) if self.labels else None,
-        }
-
-
-class JudgeConfig(_Config):
-    """Policy config of `judge.llm` (docs/judges.md)."""
-
-    endpoint: str = Field(min_length=1, description="Name of a configured judge endpoint.")
-    rubric: Rubric
-    system: str = Field(default=DEFAULT_SYSTEM, description="System message template.")
-    prompt: str = Field(default=DEFAULT_PROMPT, description="User message template.")
-    reference_guided: bool = Field(
-        default=False,
-        description="The item must have a reference (shown as `reference`); one without is an "
-        "error verdict (reason no_reference).",
-    )
-    temperature: float = Field(default=0.0, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    max_tokens: int = Field(default=512, ge=1, le=32_768)
-    seed: int | None = None
-    structured: Literal["json_schema", "json_object", "none"] = Field(
-        default="json_schema",
-        description="How JSON is asked for: response_format json_schema (strict), json_object, "
-        "or only the prompt's words. A server that refuses response_format is asked again "
-        "without it.",
-    )
-
-    @field_validator("system", "prompt")
-    @classmethod
-    def _template(cls, value: str) -> str:
-        check_template(value)
-        return value
-
-    def sampling(self) -> dict[str, Any]:
-        """The request's sampling parameters."""
-        out: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
-        if self.top_p is not None:
-            out["top_p"] = self.top_p
-        if self.seed is not None:
-            out["seed"] = self.seed
-        return out
-
     def response_schema(self) -> dict[str, Any]:
-        """The JSON schema of the judge's answer."""
-        if self.rubric.labels is not None:
-            verdict: dict[str, Any] = {"type": "string", "enum": list(self.rubric.labels.values)}
+        """The JSON schema of a judge's answer under this rubric."""
+        if self.labels is not None:
+            verdict: dict[str, Any] = {"type": "string", "enum": list(self.labels.values)}
             key = "label"
         else:
             verdict, key = {"type": "number"}, "score"
@@ -157,3 +111,101 @@ class JudgeConfig(_Config):
             "required": [key, "confidence", "reasoning"],
             "additionalProperties": False,
         }
+
+    def normalised(self, reading: Any) -> float:
+        """A reading's score in [0, 1]: a label's score, or the scale's fraction."""
+        if self.labels is not None:
+            return self.labels.score_of(reading.label)
+        assert self.scale is not None
+        return float(reading.score - self.scale.min) / (self.scale.max - self.scale.min)
+
+    def passes(self, reading: Any) -> bool:
+        if self.labels is not None:
+            return bool(reading.label in self.labels.passing)
+        assert self.scale is not None
+        return bool(reading.score >= self.scale.threshold)
+
+    def for_template(self) -> dict[str, Any]:
+        return {
+            "criteria": self.criteria,
+            "scale": self.scale.model_dump() if self.scale else None,
+            "labels": list(self.labels.values) if self.labels else None,
+        }
+
+
+class Asking(_Config):
+    """How a judge step asks its endpoint: sampling, structured output, samples, logprobs."""
+
+    endpoint: str = Field(min_length=1, description="Name of a configured judge endpoint.")
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int = Field(default=512, ge=1, le=32_768)
+    seed: int | None = None
+    structured: Literal["json_schema", "json_object", "none"] = Field(
+        default="json_schema",
+        description="How JSON is asked for: response_format json_schema (strict), json_object, "
+        "or only the prompt's words. A server that refuses response_format is asked again "
+        "without it.",
+    )
+    samples: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="Judge samples per item (k calls, seeds seed+i when a seed is set), "
+        "aggregated by `aggregate`; needs temperature above 0 when more than 1.",
+    )
+    aggregate: Literal["mean", "majority"] = Field(
+        default="mean",
+        description="How samples become one score: the mean of their scores, or the most "
+        "common label / score (ties: the lower one).",
+    )
+    logprobs: bool = Field(
+        default=False,
+        description="Ask for token logprobs; where the server returns them, the score is the "
+        "probability-weighted score of the rubric's labels (or one-digit scale values) at the "
+        "reply's label; else the reply's own label, and the verdict says so.",
+    )
+
+    @model_validator(mode="after")
+    def _samples_differ(self) -> Asking:
+        if self.samples > 1 and self.temperature == 0:
+            raise ValueError(
+                "samples: more than 1 sample at temperature 0 gives the same answer k times; "
+                "set temperature above 0"
+            )
+        return self
+
+    def sampling(self) -> dict[str, Any]:
+        """The request's sampling parameters."""
+        out: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
+        if self.top_p is not None:
+            out["top_p"] = self.top_p
+        if self.seed is not None:
+            out["seed"] = self.seed
+        if self.logprobs:
+            out["logprobs"] = True
+            out["top_logprobs"] = 20
+        return out
+
+
+class JudgeConfig(Asking):
+    """Policy config of `judge.llm` (docs/judges.md)."""
+
+    rubric: Rubric
+    system: str = Field(default=DEFAULT_SYSTEM, description="System message template.")
+    prompt: str = Field(default=DEFAULT_PROMPT, description="User message template.")
+    reference_guided: bool = Field(
+        default=False,
+        description="The item must have a reference (shown as `reference`); one without is an "
+        "error verdict (reason no_reference).",
+    )
+
+    @field_validator("system", "prompt")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        check_template(value)
+        return value
+
+    def response_schema(self) -> dict[str, Any]:
+        """The JSON schema of the judge's answer."""
+        return self.rubric.response_schema()

@@ -64,3 +64,16 @@ class JudgeSettings(BaseModel):
         gt=0,
         description="How long an open circuit stays open before one trial call is let through.",
     )
+    max_wait_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="Longest time a batch keeps trying an endpoint that is down (retries spent "
+        "or circuit open) before its items get error verdicts; never past the items' deadline "
+        "less deadline_margin_s. 0: no waiting beyond the retries.",
+    )
+    deadline_margin_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="Waiting for an endpoint that is down stops this long before the items' "
+        "deadline, so that their error verdicts (naming the endpoint) are stored in time.",
+    )
