@@ -3,7 +3,7 @@ database with (env.py) and what the migration drift test checks. A new domain's 
 their import here."""
 
 from verifier_service.auth.models import ApiKey, AuditEvent, Principal, User, WebSession
-from verifier_service.console.models import (
+from verifier_service.console.overview.models import (
     HourCost,
     HourItems,
     HourRewards,

@@ -7,6 +7,7 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import structlog
 from fastapi import FastAPI
@@ -15,7 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from tiers.code.sandbox_languages import shutdown_all_pools
 from tiers.registry import warm_up
 from verifier_service import __version__
-from verifier_service.auth.deps import app_routes
+from verifier_service.auth.deps import PUBLIC, app_routes
 from verifier_service.core.checkpoint import WalCheckpointer
 from verifier_service.core.db import get_engine, sqlite_path
 from verifier_service.core.gc_tuning import tune_gc
@@ -35,9 +36,18 @@ from verifier_service.metrics import propagation, tracing
 from verifier_service.metrics import registry as metrics_registry
 from verifier_service.metrics.http import HttpMetrics, RouteTemplates
 from verifier_service.settings import Settings, get_settings
+from verifier_service.web.errors import install_page_errors
+from verifier_service.web.static import STATIC, static_router
 from verifier_service.wiring import configure_tiers
 
 log = structlog.get_logger(__name__)
+
+#: Where the pages' static files are, looked up in this order (a name is in one of them only).
+STATIC_DIRS = (
+    STATIC,
+    Path(__file__).parent / "console" / "static",
+    Path(__file__).parent / "review" / "static",
+)
 
 
 async def _sweep(every_s: float, grace_s: float) -> None:
@@ -121,13 +131,20 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     app.add_middleware(RequestId)
     app.add_middleware(HttpMetrics, templates=RouteTemplates(lambda: list(app_routes(app))))
     install_error_handlers(app)
+    install_page_errors(app)  # after the JSON handlers: it wraps them
 
     from verifier_service import health
     from verifier_service.auth import endpoints as auth_endpoints
+    from verifier_service.auth import pages as auth_pages
     from verifier_service.compat.openrlhf import router as openrlhf_router
-    from verifier_service.console.ops_pages import router as console_ops_router
-    from verifier_service.console.pages import router as console_router
-    from verifier_service.console.policy_pages import router as console_policies_router
+    from verifier_service.console.calibration import endpoints as calibration_api
+    from verifier_service.console.calibration import pages as calibration_pages
+    from verifier_service.console.operations import endpoints as operations_api
+    from verifier_service.console.operations import pages as operations_pages
+    from verifier_service.console.overview import endpoints as overview_api
+    from verifier_service.console.overview import pages as overview_pages
+    from verifier_service.console.policies import endpoints as console_policies_api
+    from verifier_service.console.policies import pages as console_policies_pages
     from verifier_service.events.endpoints import router as events_router
     from verifier_service.jobs.endpoints import router as jobs_router
     from verifier_service.ladder.endpoints import router as ladder_router
@@ -148,12 +165,15 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     app.include_router(openrlhf_router)
     app.include_router(review_router)
     app.include_router(auth_endpoints.router)
-    app.include_router(auth_endpoints.pages)
+    app.include_router(auth_pages.router)
     app.include_router(review_pages)
     app.include_router(metrics_router)
-    app.include_router(console_router)
-    app.include_router(console_policies_router)
-    app.include_router(console_ops_router)
+    for console in (overview_api, overview_pages, calibration_api, calibration_pages,
+                    console_policies_api, console_policies_pages, operations_api,
+                    operations_pages):  # fmt: skip
+        app.include_router(console.router)
+    # Every app's stylesheets and scripts, from one public route (see web/static.py).
+    app.include_router(static_router(STATIC_DIRS, dependencies=[PUBLIC]))
     tracing.instrument_app(app, settings)
     auth_endpoints.redact_keys_in_access_log()
     return app

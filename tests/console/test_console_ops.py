@@ -433,7 +433,7 @@ def test_operations_lists_the_tasks_workers_record_in_either_format(tmp_path: Pa
     """A worker records each task with the request's context (four fields); one of an older
     release recorded three. The operations view reads both (it failed on the four-field ones).
     On a broker of its own: a service's recovery sweep would send a dead worker's tasks again."""
-    from verifier_service.console.ops_service import operations
+    from verifier_service.console.operations.service import operations
 
     server = RedisServer(free_port(), tmp_path)
     server.start()

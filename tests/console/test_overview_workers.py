@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session
 
-from verifier_service.console import ops_service, service
+from verifier_service.console.operations import service as ops_service
+from verifier_service.console.overview import service
 from verifier_service.core.db import make_engine
 from verifier_service.core.migrate import upgrade
 from verifier_service.settings import get_settings

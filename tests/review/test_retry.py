@@ -15,9 +15,9 @@ from test_leases import GOOD, tx
 from test_trajectory import LOWER, _trajectory
 
 from verifier_service.auth.schemas import AuthenticatedPrincipal
-from verifier_service.console import ops_service
-from verifier_service.console import service as console
-from verifier_service.console.schemas import JobQuery
+from verifier_service.console.operations import service as ops_service
+from verifier_service.console.overview import service as console
+from verifier_service.console.overview.schemas import JobQuery
 from verifier_service.core.db import transaction
 from verifier_service.events import service as events
 from verifier_service.jobs.service import job_out

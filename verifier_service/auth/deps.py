@@ -17,7 +17,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.routing import BaseRoute
 
-from verifier_service.auth import csrf, limits
+from verifier_service.auth import limits
 from verifier_service.auth import service as auth
 from verifier_service.auth.errors import NotAuthenticatedError
 from verifier_service.auth.schemas import ALL_ROLES, AuthenticatedPrincipal, Role
@@ -25,6 +25,7 @@ from verifier_service.core.db import retried_transaction
 from verifier_service.core.deps import PRINTABLE, SettingsDep
 from verifier_service.core.notify import sync_client
 from verifier_service.settings import Settings, get_settings
+from verifier_service.web import csrf
 
 SESSION_COOKIE = csrf.SESSION_COOKIE
 CSRF_COOKIE = csrf.CSRF_COOKIE

@@ -12,7 +12,6 @@ from typing import Annotated
 
 from fastapi import Depends, Form, Request
 
-from verifier_service.auth import csrf
 from verifier_service.auth import service as auth
 from verifier_service.auth.deps import (
     _SAFE_METHODS,
@@ -26,6 +25,7 @@ from verifier_service.auth.errors import NotAuthenticatedError
 from verifier_service.auth.schemas import ALL_ROLES, AuthenticatedPrincipal, Role
 from verifier_service.core.db import retried_transaction
 from verifier_service.core.deps import SettingsDep
+from verifier_service.web import csrf
 
 
 class FormRoleCheck(RoleCheck):

@@ -11,7 +11,7 @@ from verifier_service.ladder.costs import CostReport, policy_version_cost
 from verifier_service.ladder.replay import ReplayReport, replay
 from verifier_service.policies import service as policies
 from verifier_service.policies.api_schemas import ReplayIn
-from verifier_service.policies.endpoints import PolicyName, VersionNumber
+from verifier_service.policies.params import PolicyName, VersionNumber
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"])
 

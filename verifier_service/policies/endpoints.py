@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 
 from verifier_service.auth import service as audit
 from verifier_service.auth.deps import OperatorPrincipal
@@ -16,12 +14,7 @@ from verifier_service.policies.api_schemas import (
     PolicyVersionOut,
     ValidationOut,
 )
-from verifier_service.policies.schemas import POLICY_NAME_PATTERN
-
-#: A policy's name in a path: a slug (see PolicyDocument.name).
-PolicyName = Annotated[str, Path(pattern=POLICY_NAME_PATTERN, description="A policy's name.")]
-#: Versions count from 1 and are stored as 32-bit integers.
-VersionNumber = Annotated[int, Path(ge=1, le=2**31 - 1, description="A policy version number.")]
+from verifier_service.policies.params import PolicyName, VersionNumber
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"])
 

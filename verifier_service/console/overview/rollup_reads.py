@@ -11,8 +11,16 @@ from typing import Any
 from sqlalchemy import Integer, Select, and_, case, cast, func, or_, select, type_coerce, union_all
 from sqlalchemy.orm import Session
 
-from verifier_service.console.models import HourItems, MinuteItems, WallsUpTo
-from verifier_service.console.rollups import COST, HOUR, ITEMS, MINUTE, REWARDS, VERDICTS, Pair
+from verifier_service.console.overview.models import HourItems, MinuteItems, WallsUpTo
+from verifier_service.console.overview.rollups import (
+    COST,
+    HOUR,
+    ITEMS,
+    MINUTE,
+    REWARDS,
+    VERDICTS,
+    Pair,
+)
 from verifier_service.core.db import UTCDateTime
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)

@@ -17,8 +17,8 @@ import redis
 from sqlalchemy.orm import Session
 
 from verifier_service.auth import service as audit
-from verifier_service.console import ops_repository
-from verifier_service.console.ops_schemas import (
+from verifier_service.console.operations import repository as ops_repository
+from verifier_service.console.operations.schemas import (
     Operations,
     QueueState,
     ReviewerRow,

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 
 from verifier_service.auth.deps import OperatorPrincipal
-from verifier_service.console import ops_service
-from verifier_service.console.endpoints import JobId
-from verifier_service.console.ops_schemas import Operations, QueueState, RetryOut, Reviewers
+from verifier_service.console.operations import service as ops_service
+from verifier_service.console.operations.schemas import Operations, QueueState, RetryOut, Reviewers
+from verifier_service.console.params import JobId, NodeName, QueueName
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.ladder.dispatch import deliver
 
 router = APIRouter(prefix="/v1/console", tags=["console"])
-
-#: A queue's name in a path.
-QueueName = Annotated[str, Path(pattern=r"^[a-z][a-z.]{0,31}$", description="A queue's name.")]
-#: A worker's node name in a path (`name@host`).
-NodeName = Annotated[
-    str, Path(pattern=r"^[A-Za-z0-9_.@-]{1,255}$", description="A worker's node name.")
-]
 
 
 @router.get("/queues")

@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from tiers.registry import get_tier, tier_names
 from verifier_service.auth import service as audit
-from verifier_service.console import histogram, repository, rollup_reads, rollups
-from verifier_service.console.schemas import (
+from verifier_service.console.overview import histogram, repository, rollup_reads, rollups
+from verifier_service.console.overview.schemas import (
     ItemPath,
     JobPaths,
     JobQuery,

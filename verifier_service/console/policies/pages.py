@@ -7,33 +7,27 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 
-from verifier_service.auth.deps import PUBLIC, OperatorPrincipal
+from verifier_service.auth.deps import OperatorPrincipal
 from verifier_service.auth.forms import OperatorForm
-from verifier_service.console import policy_service as service
-from verifier_service.console.pages import HERE, _page
-from verifier_service.console.policy_endpoints import ReplayLimit
-from verifier_service.console.policy_endpoints import router as api_router
-from verifier_service.console.policy_schemas import DraftCheck, PolicyDetail
+from verifier_service.console.params import DraftText, OptionalVersion, ReplayLimit
+from verifier_service.console.policies import service
+from verifier_service.console.policies.schemas import DraftCheck, PolicyDetail
+from verifier_service.console.render import renderer
 from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.policies import service as policies
-from verifier_service.policies.endpoints import PolicyName, VersionNumber
+from verifier_service.policies.params import PolicyName, VersionNumber
 
-pages = APIRouter(tags=["console pages"], include_in_schema=False)
-
-#: A version number in a page's query (the compare form, the editor's starting version).
-OptionalVersion = Annotated[int | None, Query(ge=1, le=2**31 - 1)]
-#: The draft editor's text field.
-DraftText = Annotated[str, Form(max_length=200_000)]
+router = APIRouter(tags=["console pages"], include_in_schema=False)
 
 
-@pages.get("/console/policies")
+@router.get("/console/policies")
 def policies_page(
     request: Request, session: SessionDep, settings: SettingsDep, principal: OperatorPrincipal
 ) -> HTMLResponse:
     """Every policy, its active version marked."""
-    return _page(request, settings, "policies.html", principal=principal,
+    return renderer.page(request, settings, "policies.html", principal=principal,
                  policies=service.rows(session))  # fmt: skip
 
 
@@ -51,7 +45,7 @@ def _pair(detail: PolicyDetail, a: int | None, b: int | None) -> tuple[int, int]
     return a, b
 
 
-@pages.get("/console/policies/{name}")
+@router.get("/console/policies/{name}")
 def policy_page(
     request: Request,
     session: SessionDep,
@@ -66,11 +60,11 @@ def policy_page(
     detail = service.detail(session, name)
     first, second = _pair(detail, a, b)
     diff = service.diff(session, name, first, second)
-    return _page(request, settings, "policy.html", principal=principal,
+    return renderer.page(request, settings, "policy.html", principal=principal,
                  policy=detail, diff=diff, saved=saved)  # fmt: skip
 
 
-@pages.get("/console/policies/{name}/edit")
+@router.get("/console/policies/{name}/edit")
 def editor_page(
     request: Request,
     session: SessionDep,
@@ -101,7 +95,7 @@ def _editor(
     for error in check.errors if check else []:
         if error.line is not None:
             by_line.setdefault(error.line, []).append(f"{error.loc}: {error.msg}")
-    response = _page(request, settings, "policy_edit.html", principal=principal,
+    response = renderer.page(request, settings, "policy_edit.html", principal=principal,
                      policy_name=name, start=start, text=text, check=check,
                      lines=lines, by_line=by_line)  # fmt: skip
     if check is not None and not check.valid:
@@ -109,7 +103,7 @@ def _editor(
     return response
 
 
-@pages.post("/console/policies/{name}/edit", response_model=None)
+@router.post("/console/policies/{name}/edit", response_model=None)
 def save_draft_form(
     request: Request,
     session: SessionDep,
@@ -132,7 +126,7 @@ def save_draft_form(
     )
 
 
-@pages.get("/console/policies/{name}/versions/{version}/replay")
+@router.get("/console/policies/{name}/versions/{version}/replay")
 def replay_page(
     request: Request,
     session: SessionDep,
@@ -146,11 +140,11 @@ def replay_page(
     charts (drawn from the JSON API)."""
     detail = service.detail(session, name)
     policies.stored_version(session, name, version)  # 404 before drawing a shell for nothing
-    return _page(request, settings, "policy_replay.html", principal=principal,
+    return renderer.page(request, settings, "policy_replay.html", principal=principal,
                  policy=detail, version=version, limit=limit)  # fmt: skip
 
 
-@pages.post("/console/policies/{name}/versions/{version}/activate")
+@router.post("/console/policies/{name}/versions/{version}/activate")
 def activate_form(
     session: SessionDep, principal: OperatorForm, name: PolicyName, version: VersionNumber
 ) -> RedirectResponse:
@@ -159,38 +153,10 @@ def activate_form(
     return RedirectResponse(f"/console/policies/{name}", status_code=303)
 
 
-@pages.post("/console/policies/{name}/rollback")
+@router.post("/console/policies/{name}/rollback")
 def rollback_form(
     session: SessionDep, principal: OperatorForm, name: PolicyName
 ) -> RedirectResponse:
     """The Roll back button: the version active before the current one again (audited)."""
     service.rollback(session, name, principal.name)
     return RedirectResponse(f"/console/policies/{name}", status_code=303)
-
-
-def _static(path: str, media_type: str) -> FileResponse:
-    return FileResponse(HERE / "static" / path, media_type=media_type)
-
-
-@pages.get("/static/console-policies.js", dependencies=[PUBLIC])
-def policies_script() -> FileResponse:
-    """The policy pages' script: the replay report's tables and charts, the editor's jumps."""
-    return _static("console-policies.js", "text/javascript")
-
-
-@pages.get("/static/console-policies.css", dependencies=[PUBLIC])
-def policies_stylesheet() -> FileResponse:
-    """The policy pages' stylesheet."""
-    return _static("console-policies.css", "text/css")
-
-
-@pages.get("/static/vendor/chart.umd.min.js", dependencies=[PUBLIC])
-def chart_library() -> FileResponse:
-    """Chart.js 4.6.1 (MIT), vendored: the console fetches nothing off-site."""
-    return _static("vendor/chart.umd.min.js", "text/javascript")
-
-
-#: The policy pages and their JSON API in one router: app.py includes it with one line.
-router = APIRouter()
-router.include_router(pages)
-router.include_router(api_router)

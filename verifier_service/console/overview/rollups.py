@@ -44,7 +44,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from verifier_service.console.models import (
+from verifier_service.console.overview.models import (
     HourCost,
     HourItems,
     HourRewards,
@@ -56,7 +56,7 @@ from verifier_service.console.models import (
     RollupState,
     WallsUpTo,
 )
-from verifier_service.console.repository import wall_bucket
+from verifier_service.console.overview.repository import wall_bucket
 from verifier_service.core.db import UTCDateTime
 from verifier_service.events.models import JobEvent
 from verifier_service.events.service import ITEM_FINISHED, ITEM_REVISED

@@ -23,15 +23,15 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from verifier_service.console import calibration_repository as repository
-from verifier_service.console.calibration_schemas import (
+from verifier_service.console.calibration import repository
+from verifier_service.console.calibration.schemas import (
     Calibration,
     CalibrationBucket,
     CalibrationPoint,
     Confusion,
     GateCalibration,
 )
-from verifier_service.console.schemas import Window
+from verifier_service.console.overview.schemas import Window
 from verifier_service.core.db import utcnow
 from verifier_service.ladder.replay import spearman
 from verifier_service.policies.gates import audit_draw

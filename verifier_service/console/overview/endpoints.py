@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Query
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from verifier_service.auth.deps import OperatorPrincipal
-from verifier_service.console import service
-from verifier_service.console.schemas import JobPaths, JobQuery, JobRow, Overview, Window
+from verifier_service.console.overview import service
+from verifier_service.console.overview.schemas import JobPaths, JobQuery, JobRow, Overview, Window
+from verifier_service.console.params import JobId, WindowQuery
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.ladder.dispatch import deliver
@@ -18,16 +19,13 @@ from verifier_service.ladder.dispatch import deliver
 router = APIRouter(prefix="/v1/console", tags=["console"])
 log = logging.getLogger(__name__)
 
-#: A job's id in a path.
-JobId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="A job's id.")]
-
 
 @router.get("/overview")
 def get_overview(
     session: SessionDep,
     settings: SettingsDep,
     _: OperatorPrincipal,
-    window: Annotated[Window, Query(description="The time window: 1h, 24h or 7d.")] = Window.hour,
+    window: WindowQuery = Window.hour,
 ) -> Overview:
     """Throughput, rewards, tier durations, cache, escalation, cost and queues over a window."""
     try:

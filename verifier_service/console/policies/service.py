@@ -17,8 +17,8 @@ import yaml
 from sqlalchemy.orm import Session
 
 from verifier_service.auth import service as audit
-from verifier_service.console import policy_repository as activations
-from verifier_service.console.policy_schemas import (
+from verifier_service.console.policies import repository as activations
+from verifier_service.console.policies.schemas import (
     DiffKind,
     DiffRow,
     DraftCheck,

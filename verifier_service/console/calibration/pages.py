@@ -1,44 +1,25 @@
-"""The calibration page and its JSON: per audited gate, the cheap tier against the tier above.
+"""The calibration page: per audited gate, the cheap tier against the tier above.
 
-The page is server-rendered, charts included (SVG drawn here from the same JSON the API
-returns): it needs no script and reads the same with the keyboard as with the mouse.
+Server-rendered, charts included (SVG drawn here from the same JSON the API returns): it needs
+no script and reads the same with the keyboard as with the mouse.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from verifier_service.auth.deps import OperatorPrincipal
-from verifier_service.console import calibration_service as service
-from verifier_service.console.calibration_schemas import Calibration, GateCalibration
-from verifier_service.console.schemas import Window
+from verifier_service.console.calibration import service
+from verifier_service.console.calibration.schemas import GateCalibration
+from verifier_service.console.overview.schemas import Window
+from verifier_service.console.params import ThresholdQuery, WindowQuery
+from verifier_service.console.render import renderer
 from verifier_service.core.deps import SessionDep, SettingsDep
 
-router = APIRouter()
-
-WindowQuery = Annotated[Window, Query(description="The time window: 1h, 24h or 7d.")]
-ThresholdQuery = Annotated[
-    float | None,
-    Query(ge=0, le=1, description="Upper score counted as good (default: the gate's own)."),
-]
-
-
-@router.get("/v1/console/calibration", tags=["console"])
-def get_calibration(
-    session: SessionDep,
-    _: OperatorPrincipal,
-    window: WindowQuery = Window.day,
-    threshold: ThresholdQuery = None,
-) -> Calibration:
-    """Per audited gate: Spearman correlation and confusion of the cheap tier and the one above."""
-    return service.calibration(session, window, threshold)
-
-
-# ------------------------------------------------------------------------------ the page
+router = APIRouter(tags=["console pages"], include_in_schema=False)
 
 WIDTH, HEIGHT, PAD = 360, 260, 34
 #: The correlation-over-time chart: wide and low.
@@ -106,7 +87,7 @@ def chart(gate: GateCalibration) -> Chart:
     )  # fmt: skip
 
 
-@router.get("/console/calibration", include_in_schema=False)
+@router.get("/console/calibration")
 def calibration_page(
     request: Request,
     session: SessionDep,
@@ -116,10 +97,8 @@ def calibration_page(
     threshold: ThresholdQuery = None,
 ) -> HTMLResponse:
     """Calibration: how each audited gate's cheap tier agrees with the tier above it."""
-    from verifier_service.console.pages import _page  # pages includes this router: import it late
-
     found = service.calibration(session, window, threshold)
-    return _page(
+    return renderer.page(
         request, settings, "calibration.html", principal=principal, calibration=found,
         charts=[chart(g) for g in found.gates], windows=[w.value for w in Window],
         window=window.value, width=WIDTH, height=HEIGHT, pad=PAD, line_width=LINE_WIDTH,

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Integer, case, cast, func, or_, select
 from sqlalchemy.orm import Session
 
-from verifier_service.console.histogram import FLOOR_S, LN_BASE
+from verifier_service.console.overview.histogram import FLOOR_S, LN_BASE
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
 from verifier_service.ladder.states import ItemState
 

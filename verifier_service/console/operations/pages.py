@@ -9,28 +9,26 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from verifier_service.auth.deps import OperatorPrincipal
 from verifier_service.auth.forms import OperatorForm
-from verifier_service.console import ops_service
-from verifier_service.console.endpoints import JobId
-from verifier_service.console.ops_endpoints import NodeName, QueueName
-from verifier_service.console.ops_endpoints import router as api_router
-from verifier_service.console.pages import _page
+from verifier_service.console.operations import service as ops_service
+from verifier_service.console.params import JobId, NodeName, QueueName
+from verifier_service.console.render import renderer
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.ladder.dispatch import deliver
 
-pages = APIRouter(tags=["console pages"], include_in_schema=False)
+router = APIRouter(tags=["console pages"], include_in_schema=False)
 
 
-@pages.get("/console/queues")
+@router.get("/console/queues")
 def operations_page(
     request: Request, settings: SettingsDep, principal: OperatorPrincipal
 ) -> HTMLResponse:
     """Queues and workers: pause and resume a queue, drain a worker, see each worker's tasks."""
     ops = ops_service.operations(settings.broker_url)
-    return _page(request, settings, "ops.html", principal=principal, ops=ops)
+    return renderer.page(request, settings, "ops.html", principal=principal, ops=ops)
 
 
-@pages.post("/console/queues/{queue}/{action}")
+@router.post("/console/queues/{queue}/{action}")
 def queue_form(
     settings: SettingsDep, principal: OperatorForm, queue: QueueName, action: str
 ) -> RedirectResponse:
@@ -45,7 +43,7 @@ def queue_form(
     return RedirectResponse(f"/console/queues#queue-{queue}", status_code=303)
 
 
-@pages.post("/console/workers/{node}/{action}")
+@router.post("/console/workers/{node}/{action}")
 def worker_form(
     settings: SettingsDep, principal: OperatorForm, node: NodeName, action: str
 ) -> RedirectResponse:
@@ -58,7 +56,7 @@ def worker_form(
     return RedirectResponse("/console/queues#workers", status_code=303)
 
 
-@pages.post("/console/jobs/{job_id}/retry")
+@router.post("/console/jobs/{job_id}/retry")
 def retry_form(job_id: JobId, principal: OperatorForm) -> RedirectResponse:
     """The job page's Retry button: its infra_error items climb again; back to the job."""
     with transaction() as session:
@@ -67,16 +65,10 @@ def retry_form(job_id: JobId, principal: OperatorForm) -> RedirectResponse:
     return RedirectResponse(f"/console/jobs/{job_id}", status_code=303)
 
 
-@pages.get("/console/reviewers")
+@router.get("/console/reviewers")
 def reviewers_page(
     request: Request, session: SessionDep, settings: SettingsDep, principal: OperatorPrincipal
 ) -> HTMLResponse:
     """Reviewers: throughput, accuracy on gold items, and each review queue's agreement."""
     found = ops_service.reviewers(session)
-    return _page(request, settings, "reviewers.html", principal=principal, reviewers=found)
-
-
-#: The operations pages and their JSON API: app.py includes it with one line.
-router = APIRouter()
-router.include_router(pages)
-router.include_router(api_router)
+    return renderer.page(request, settings, "reviewers.html", principal=principal, reviewers=found)

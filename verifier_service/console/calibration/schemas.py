@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from verifier_service.console.schemas import Window
+from verifier_service.console.overview.schemas import Window
 
 
 class Confusion(BaseModel):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from verifier_service.auth.deps import OperatorPrincipal
-from verifier_service.console import policy_service as service
-from verifier_service.console.policy_schemas import (
+from verifier_service.console.params import ReplayLimit, VersionQuery
+from verifier_service.console.policies import service
+from verifier_service.console.policies.schemas import (
     DraftCheck,
     DraftIn,
     PolicyDetail,
@@ -17,16 +16,9 @@ from verifier_service.console.policy_schemas import (
 )
 from verifier_service.core.deps import SessionDep
 from verifier_service.ladder.replay import ReplayReport
-from verifier_service.policies.endpoints import PolicyName, VersionNumber
+from verifier_service.policies.params import PolicyName, VersionNumber
 
 router = APIRouter(prefix="/v1/console/policies", tags=["console"])
-
-#: Which version of a policy, in a query.
-VersionQuery = Annotated[int, Query(ge=1, le=2**31 - 1, description="A policy version number.")]
-#: How many of the policy's latest stored items a replay runs over.
-ReplayLimit = Annotated[
-    int, Query(ge=1, le=5000, description="Most stored items to replay (the latest ones).")
-]
 
 
 @router.get("")
