@@ -29,6 +29,7 @@ TIER_PATHS: dict[str, str] = {
     "format": "tiers.text.format:FormatTier",
     "similarity": "tiers.text.similarity:SimilarityTier",
     "judge.llm": "tiers.judge.llm:JudgeLlmTier",
+    "judge.prm": "tiers.judge.prm:JudgePrmTier",
 }
 
 # tier family (the part of a tier name before the dot) -> "module:Class" of its settings model.

@@ -33,7 +33,7 @@ class TemplateProblem(ValueError):
     """A template that does not compile, reads an unknown namespace, or cannot render."""
 
 
-def check_template(source: str) -> None:
+def check_template(source: str, namespaces: tuple[str, ...] = NAMESPACES) -> None:
     """Raise TemplateProblem if `source` does not compile or reads outside the namespaces."""
     if len(source) > MAX_TEMPLATE_CHARS:
         raise TemplateProblem(f"template is {len(source)} characters; at most {MAX_TEMPLATE_CHARS}")
@@ -41,11 +41,11 @@ def check_template(source: str) -> None:
         tree = _ENV.parse(source)
     except TemplateSyntaxError as exc:
         raise TemplateProblem(f"does not compile: line {exc.lineno}: {exc.message}") from None
-    unknown = sorted(meta.find_undeclared_variables(tree) - set(NAMESPACES))
+    unknown = sorted(meta.find_undeclared_variables(tree) - set(namespaces))
     if unknown:
         raise TemplateProblem(
             f"reads unknown namespace {', '.join(repr(u) for u in unknown)}; "
-            f"a template may read {', '.join(NAMESPACES)} (of item: {', '.join(ITEM_FIELDS)})"
+            f"a template may read {', '.join(namespaces)} (of item: {', '.join(ITEM_FIELDS)})"
         )
     # `item` only through item.metadata (or item['metadata']): nothing else of it is shown.
     allowed: set[int] = set()
@@ -67,8 +67,8 @@ def check_template(source: str) -> None:
 
 
 @lru_cache(maxsize=256)
-def compiled(source: str) -> Template:
-    check_template(source)
+def compiled(source: str, namespaces: tuple[str, ...] = NAMESPACES) -> Template:
+    check_template(source, namespaces)
     return _ENV.from_string(source)
 
 
@@ -96,10 +96,12 @@ class CandidateView:
         return self.text
 
 
-def render(source: str, context: Mapping[str, Any]) -> str:
+def render(
+    source: str, context: Mapping[str, Any], namespaces: tuple[str, ...] = NAMESPACES
+) -> str:
     """Render a checked template; raise TemplateProblem when it cannot render for this item
     (e.g. it reads a metadata key the item does not have)."""
     try:
-        return compiled(source).render(**context)
+        return compiled(source, namespaces).render(**context)
     except (UndefinedError, SecurityError, TypeError, ValueError, ArithmeticError) as exc:
         raise TemplateProblem(f"could not render: {type(exc).__name__}: {exc}") from None

@@ -13,8 +13,16 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tiers.base import Candidate, Verdict, VerdictStatus, config_hash, stable_json
+from tiers.base import (
+    Candidate,
+    Verdict,
+    VerdictStatus,
+    batch_deadline,
+    config_hash,
+    stable_json,
+)
 from tiers.registry import get_tier
+from verifier_service.ladder.context import with_context
 from verifier_service.ladder.models import Item
 from verifier_service.settings import get_settings
 
@@ -27,6 +35,15 @@ def cache_key(tier_name: str, tier_version: str, config: dict[str, object], cano
 
 def candidate_of(item: Item) -> Candidate:
     return Candidate.model_validate(item.candidate)
+
+
+def tier_candidate(tier_name: str, item: Item) -> Candidate:
+    """The candidate a tier is given: with its trajectory context for a tier that reads it
+    (`reads_trajectory`, e.g. a process reward model judging a step with what came before)."""
+    candidate = candidate_of(item)
+    if item.parent_id is not None and getattr(get_tier(tier_name), "reads_trajectory", False):
+        return with_context(candidate, item)
+    return candidate
 
 
 class _KeyMemo:
@@ -88,7 +105,7 @@ def item_cache_key(tier_name: str, config: dict[str, object], item: Item) -> str
 def keyed_candidate(tier_name: str, config: dict[str, object], item: Item) -> tuple[str, Candidate]:
     """An item's candidate and its cache key for a tier under a config."""
     tier = get_tier(tier_name)
-    candidate = candidate_of(item)
+    candidate = tier_candidate(tier_name, item)
     return cache_key(tier.name, tier.version, config, tier.canonical_payload(candidate)), candidate
 
 
@@ -103,6 +120,8 @@ class TierRun:
     config: dict[str, object]
     keys: dict[str, str] = field(default_factory=dict)  # item id -> cache key
     candidates: dict[str, Candidate] = field(default_factory=dict)  # cache key -> candidate
+    #: The job's deadline (epoch seconds): tiers that wait on something outside stop by it.
+    deadline_at: float | None = None
 
     def add(self, item_id: str, key: str, candidate: Candidate) -> None:
         self.keys[item_id] = key
@@ -128,14 +147,15 @@ def tier_run(
     config: dict[str, object],
     items: Sequence[Item],
     known: Mapping[str, str] | None = None,
+    deadline_at: float | None = None,
 ) -> TierRun:
     """The unique candidates of some items by cache key, and which item gets which verdict;
     `known` keys (by item id, derived by the pass that sent the work) are taken as they are."""
-    run = TierRun(job_id, tier_name, kind, step, config)
+    run = TierRun(job_id, tier_name, kind, step, config, deadline_at=deadline_at)
     known = known or {}
     for item in items:
         key = known.get(item.id) or item_cache_key(tier_name, config, item)
-        run.add(item.id, key, candidate_of(item))
+        run.add(item.id, key, tier_candidate(tier_name, item))
     return run
 
 
@@ -148,6 +168,7 @@ def execute(run: TierRun) -> dict[str, Verdict]:
     keys = list(run.candidates)
     candidates = [run.candidates[k] for k in keys]
     tier = get_tier(run.tier)
+    token = batch_deadline.set(run.deadline_at)
     try:
         verdicts = tier.verify_batch(candidates, run.config)
         if len(verdicts) != len(candidates):
@@ -166,4 +187,6 @@ def execute(run: TierRun) -> dict[str, Verdict]:
             )
             for _ in candidates
         ]
+    finally:
+        batch_deadline.reset(token)
     return dict(zip(keys, verdicts, strict=True))

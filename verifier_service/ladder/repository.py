@@ -334,6 +334,9 @@ class ChargeTimes:
     item_id: str
     cpu_s: float
     wall_s: float
+    #: What the call cost where the tier measured it (a judge's tokens at its endpoint's
+    #: price), replacing the tier's cost class charged when the item was sent.
+    cost_units: float | None = None
 
 
 def update_charges(
@@ -361,6 +364,19 @@ def update_charges(
         session.execute(_charge_times(), rows)
     if riders:
         session.execute(_ride_free(), [{"b_item": i, "b_step": step} for i in riders])
+    priced = [
+        {"b_item": t.item_id, "b_step": step, "b_units": t.cost_units}
+        for t in timed
+        if t.cost_units is not None
+    ]
+    if priced:
+        session.execute(_charge_units(), priced)
+
+
+@built_once
+def _charge_units() -> Update:
+    table, where = _charge_row()
+    return update(table).where(*where).values({"cost_units": bindparam("b_units")})
 
 
 def _charge_row() -> tuple[Table, tuple[ColumnElement[bool], ...]]:

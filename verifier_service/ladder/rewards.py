@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tiers.base import VerdictStatus
+from tiers.base import VerdictStatus, charged_units
 from tiers.registry import get_tier
 from verifier_service.ladder.models import Item, VerdictRecord
 from verifier_service.ladder.repository import to_verdict
@@ -52,7 +52,11 @@ def leaf_reward(
     cost = RewardCost(
         cpu_s=sum(r.cpu_s for r in records if not r.cached),
         wall_s=sum(r.wall_s for r in records if not r.cached),
-        cost_units=sum(get_tier(r.tier).cost_class for r in records if not r.cached),
+        cost_units=sum(
+            charged_units(get_tier(r.tier).cost_class, r.components)
+            for r in records
+            if not r.cached
+        ),
     )
     last = records[-1] if records else None
     if last is not None and last.status == VerdictStatus.error:

@@ -41,7 +41,8 @@ def prepare_tier_run(
     config = dict(policy.document.ladder_for(kind)[step].config)
     done = repository.existing_verdict_steps(session, [i.id for i in items], step)
     todo = [i for i in items if i.id not in done]
-    return tier_run(job.id, tier_name, kind, step, config, todo, keys)
+    deadline = job.deadline_at.timestamp() if job.deadline_at is not None else None
+    return tier_run(job.id, tier_name, kind, step, config, todo, keys, deadline)
 
 
 def _running(session: Session, item_ids: Sequence[str], step: int) -> list[Item]:

@@ -22,7 +22,7 @@ from verifier_service.events import service as events
 from verifier_service.ladder import repository
 from verifier_service.ladder.budgets import BudgetBook
 from verifier_service.ladder.deferred import Closing, DeferredWork, handler_for
-from verifier_service.ladder.execute import TierRun, candidate_of, execute, item_cache_key
+from verifier_service.ladder.execute import TierRun, execute, item_cache_key, tier_candidate
 from verifier_service.ladder.gating import StepGates
 from verifier_service.ladder.models import JOB_FINISHED, CostLedgerEntry, Item, Job, VerdictRecord
 from verifier_service.ladder.results import Dispatch, LadderResult, chunks
@@ -196,10 +196,13 @@ class LadderPass:
             else:
                 first_for_key.add(item_key)
                 cost = verdict.cost
+                units = verdict.components.get("cost_units")  # a judge's tokens at its price
                 if entry is None:
-                    timed.append(repository.ChargeTimes(item.id, cost.cpu_s, cost.wall_s))
+                    timed.append(repository.ChargeTimes(item.id, cost.cpu_s, cost.wall_s, units))
                 else:
                     entry.cpu_s, entry.wall_s = cost.cpu_s, cost.wall_s
+                    if units is not None:
+                        entry.cost_units = units
             self.record(item, run.step, verdict, item_key)
         self._writes.charge_updates.append((run.step, timed, riders))  # written by `_write`
 
@@ -370,7 +373,7 @@ class LadderPass:
                 move(item, ItemState.deferred)
                 self._deferred[(climb.tier, item.kind, item.step)].append(item)
                 continue
-            self._sent[item.id] = (climb.key, candidate_of(item))
+            self._sent[item.id] = (climb.key, tier_candidate(climb.tier, item))
             move(item, ItemState.running)
             sent_now(item, self.now, first=True)
             self._dispatch[(climb.tier, item.kind, item.step)].append(item.id)

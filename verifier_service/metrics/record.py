@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from tiers.base import Verdict
+from tiers.base import Verdict, charged_units
 from tiers.registry import UnknownTierError, get_tier
 from verifier_service.metrics.registry import Metrics, enabled, metrics
 
@@ -67,7 +67,7 @@ def verdict(session: Session, verdict: Verdict) -> None:
         return
     # Charged as the cost ledger keeps it: a tier's units for a computed verdict, nothing for
     # one the cache (or an identical item of the same batch) answered.
-    units = _cost_class(tier)
+    units = charged_units(_cost_class(tier), verdict.components)
     if units:
         _add(session, "cost_units", (tier,), units)
     wall_s = verdict.cost.wall_s

@@ -4,13 +4,17 @@ Not a model and not a stand-in for one: a real HTTP server (a thread of the test
 `python tests/tiers/judge/judge_stub.py PORT`) on 127.0.0.1 that answers POST
 /v1/chat/completions as a plan says: a reply text, a status (429 with Retry-After, 500, 400),
 a delay (slow), a body that is no completion at all (malformed). Each answer takes the next
-entry of the plan, then the default. POST /stub/plan sets {"plan": [...], "default": {...}};
-GET /stub/log returns what was asked (bodies, and the most requests open at once).
+entry of the plan, then the default; a rule ({"match": REGEX, ...an answer}) answers every
+request whose messages match it, before the plan. An answer's "logprobs" (a list of
+{token, logprob, top_logprobs}) is sent as the choice's logprobs.content. POST /stub/plan sets
+{"plan": [...], "default": {...}, "rules": [...]}; GET /stub/log returns what was asked
+(bodies, and the most requests open at once).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -27,6 +31,7 @@ class StubState:
         self.lock = threading.Lock()
         self.plan: list[dict[str, Any]] = []
         self.default: dict[str, Any] = {"content": DEFAULT_REPLY}
+        self.rules: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.open = 0
         self.most_open = 0
@@ -36,6 +41,10 @@ class StubState:
             self.requests.append(body)
             self.open += 1
             self.most_open = max(self.most_open, self.open)
+            said = "\n".join(str(m.get("content")) for m in body.get("messages") or [])
+            for rule in self.rules:
+                if re.search(rule["match"], said):
+                    return dict(rule)
             return self.plan.pop(0) if self.plan else dict(self.default)
 
     def done(self) -> None:
@@ -72,6 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
             with state.lock:
                 state.plan = list(body.get("plan", []))
                 state.default = body.get("default", state.default)
+                state.rules = list(body.get("rules", []))
                 state.requests, state.most_open = [], 0
             self._send(200, b"{}")
             return
@@ -95,8 +105,11 @@ class _Handler(BaseHTTPRequestHandler):
                 "object": "chat.completion",
                 "model": body.get("model"),
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+                **({} if "logprobs" not in answer else {"_lp": {"content": answer["logprobs"]}}),
                 "usage": answer.get("usage", {"prompt_tokens": 120, "completion_tokens": 30}),
             }
+            if "_lp" in reply:
+                reply["choices"][0]["logprobs"] = reply.pop("_lp")
             self._send(200, json.dumps(reply).encode())
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
             pass
@@ -121,9 +134,15 @@ class JudgeStub:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def plan(self, *answers: dict[str, Any], default: dict[str, Any] | None = None) -> None:
+    def plan(
+        self,
+        *answers: dict[str, Any],
+        default: dict[str, Any] | None = None,
+        rules: list[dict[str, Any]] | None = None,
+    ) -> None:
         with self.state.lock:
             self.state.plan = list(answers)
+            self.state.rules = list(rules or [])
             if default is not None:
                 self.state.default = default
             self.state.requests, self.state.most_open = [], 0

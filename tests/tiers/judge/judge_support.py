@@ -15,9 +15,9 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/v1"  # nothing listens there now
 
 
-def make_tier(url: str, **endpoint: object) -> JudgeLlmTier:
-    """A judge tier with one endpoint, `local`, and quick retries and breaker."""
-    settings = JudgeSettings(
+def make_settings(url: str, **endpoint: object) -> JudgeSettings:
+    """Judge settings with one endpoint, `local`, and quick retries and breaker."""
+    return JudgeSettings(
         endpoints={"local": JudgeEndpoint(url=url, model="stub-model", **endpoint)},
         max_retries=2,
         backoff_s=0.01,
@@ -25,4 +25,8 @@ def make_tier(url: str, **endpoint: object) -> JudgeLlmTier:
         breaker_failures=3,
         breaker_reset_s=0.5,
     )
-    return JudgeLlmTier(settings)
+
+
+def make_tier(url: str, **endpoint: object) -> JudgeLlmTier:
+    """A judge.llm tier with one endpoint, `local`, and quick retries and breaker."""
+    return JudgeLlmTier(make_settings(url, **endpoint))
