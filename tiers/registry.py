@@ -30,6 +30,7 @@ TIER_PATHS: dict[str, str] = {
     "similarity": "tiers.text.similarity:SimilarityTier",
     "judge.llm": "tiers.judge.llm:JudgeLlmTier",
     "judge.prm": "tiers.judge.prm:JudgePrmTier",
+    "judge.rank": "tiers.judge.rank:JudgeRankTier",
 }
 
 # tier family (the part of a tier name before the dot) -> "module:Class" of its settings model.

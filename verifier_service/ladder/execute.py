@@ -22,7 +22,7 @@ from tiers.base import (
     stable_json,
 )
 from tiers.registry import get_tier
-from verifier_service.ladder.context import with_context
+from verifier_service.ladder.context import group_context, with_context
 from verifier_service.ladder.models import Item
 from verifier_service.settings import get_settings
 
@@ -39,10 +39,14 @@ def candidate_of(item: Item) -> Candidate:
 
 def tier_candidate(tier_name: str, item: Item) -> Candidate:
     """The candidate a tier is given: with its trajectory context for a tier that reads it
-    (`reads_trajectory`, e.g. a process reward model judging a step with what came before)."""
+    (`reads_trajectory`, e.g. a process reward model judging a step with what came before), or
+    its group's members for one that ranks a group (`reads_group`)."""
     candidate = candidate_of(item)
-    if item.parent_id is not None and getattr(get_tier(tier_name), "reads_trajectory", False):
+    tier = get_tier(tier_name)
+    if item.parent_id is not None and getattr(tier, "reads_trajectory", False):
         return with_context(candidate, item)
+    if item.group_key is not None and getattr(tier, "reads_group", False):
+        return candidate.model_copy(update={"context": group_context(item)})
     return candidate
 
 
