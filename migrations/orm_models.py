@@ -25,6 +25,7 @@ from verifier_service.ladder.models import (
     VerdictCacheEntry,
     VerdictRecord,
 )
+from verifier_service.oracle.models import OracleAttempt, OracleBatch, OracleItem
 from verifier_service.policies.models import PolicyRecord, PolicyVersionRecord
 from verifier_service.review.models import (
     ReviewAdjudication,
@@ -53,6 +54,9 @@ __all__ = [
     "MinuteItems",
     "MinuteRewards",
     "MinuteVerdicts",
+    "OracleAttempt",
+    "OracleBatch",
+    "OracleItem",
     "OutboxMessage",
     "PolicyRecord",
     "PolicyVersionRecord",

@@ -25,6 +25,7 @@ TIER_PATHS: dict[str, str] = {
     "chem.dft": "tiers.chem.dft:ChemDftTier",
     "code.sandbox": "tiers.code.sandbox:SandboxTier",
     "human": "tiers.human:HumanTier",
+    "oracle": "tiers.oracle:OracleTier",
     "answer": "tiers.text.answer:AnswerTier",
     "format": "tiers.text.format:FormatTier",
     "similarity": "tiers.text.similarity:SimilarityTier",
@@ -39,6 +40,7 @@ SETTINGS_PATHS: dict[str, str] = {
     "code": "tiers.code.settings:SandboxSettings",
     "answer": "tiers.text.settings:AnswerSettings",
     "judge": "tiers.judge.settings:JudgeSettings",
+    "oracle": "tiers.oracle:OracleSettings",
 }
 
 SettingsT = TypeVar("SettingsT", bound=BaseModel)

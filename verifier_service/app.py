@@ -149,6 +149,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     from verifier_service.jobs.endpoints import router as jobs_router
     from verifier_service.ladder.endpoints import router as ladder_router
     from verifier_service.metrics.endpoints import router as metrics_router
+    from verifier_service.oracle.endpoints import router as oracle_router
     from verifier_service.policies.endpoints import router as policies_router
     from verifier_service.review.endpoints import router as review_router
     from verifier_service.review.pages import pages as review_pages
@@ -164,6 +165,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     app.include_router(sandbox_router)
     app.include_router(openrlhf_router)
     app.include_router(review_router)
+    app.include_router(oracle_router)
     app.include_router(auth_endpoints.router)
     app.include_router(auth_pages.router)
     app.include_router(review_pages)

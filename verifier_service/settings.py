@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from tiers.chem.settings import ChemSettings
 from tiers.code.settings import SandboxSettings
 from tiers.judge.settings import JudgeSettings
+from tiers.oracle import OracleSettings
 from tiers.text.settings import AnswerSettings
 
 
@@ -414,6 +415,7 @@ class Settings(BaseSettings):
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
+    oracles: OracleSettings = Field(default_factory=OracleSettings)
 
     @property
     def database_url(self) -> str:

@@ -8,6 +8,7 @@ call it; `settings.py` stays a leaf that imports no domain.
 from __future__ import annotations
 
 from tiers.registry import configure
+from verifier_service.oracle.hooks import install_oracle_tier
 from verifier_service.review.hooks import install_review_tier
 from verifier_service.settings import Settings, get_settings
 
@@ -24,6 +25,8 @@ def configure_tiers(settings: Settings | None = None) -> None:
             "chem": settings.chem,
             "answer": settings.answer,
             "judge": settings.judge,
+            "oracle": settings.oracles,
         }
     )
     install_review_tier()  # the `human` tier's work goes to the review queue
+    install_oracle_tier()  # the `oracle` tier's work goes to the oracle domain

@@ -26,7 +26,7 @@ __all__ = ["QUEUES", "app"]
 
 configure_tiers(get_settings())  # the tiers this worker runs take their settings from these
 app = celery_app()
-app.conf.include = ["workers.tasks", "workers.callbacks"]
+app.conf.include = ["workers.tasks", "workers.callbacks", "workers.oracle"]
 
 # Connect their signals: worker presence; task metrics, request ids in logs, traces.
 from workers import control, observability, presence  # noqa: E402, F401

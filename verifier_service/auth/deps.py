@@ -190,6 +190,8 @@ TrainerPrincipal = Annotated[AuthenticatedPrincipal, Depends(require_role(Role.t
 ReviewerPrincipal = Annotated[AuthenticatedPrincipal, Depends(require_role(Role.reviewer))]
 OperatorPrincipal = Annotated[AuthenticatedPrincipal, Depends(require_role(Role.operator))]
 AdminPrincipal = Annotated[AuthenticatedPrincipal, Depends(require_role(Role.admin))]
+#: A partner serving an oracle (which oracle: its principal name, checked by the oracle domain).
+OraclePrincipal = Annotated[AuthenticatedPrincipal, Depends(require_role(Role.oracle))]
 #: Jobs: trainers see their own, operators every one.
 JobViewer = Annotated[AuthenticatedPrincipal, Depends(require_role(Role.trainer, Role.operator))]
 AnyPrincipal = Annotated[AuthenticatedPrincipal, Depends(require_role(*ALL_ROLES))]

@@ -20,6 +20,7 @@ class Role(StrEnum):
     reviewer = "reviewer"  # the review web app
     operator = "operator"  # policies, tiers, replay, every job
     admin = "admin"  # principals, keys, users, the audit log
+    oracle = "oracle"  # an outside system (a lab, a market): its own oracle's batches, results
 
 
 ALL_ROLES = frozenset(Role)

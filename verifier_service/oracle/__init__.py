@@ -1,0 +1,1 @@
+"""Oracles: outside systems (labs, markets) as the ladder's deferred `oracle` tier."""
