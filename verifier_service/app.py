@@ -157,6 +157,8 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     from verifier_service.tiers_api.endpoints import router as tiers_router
 
     app.include_router(health.router)
+    # Every app's stylesheets and scripts, from one public route (see web/static.py).
+    app.include_router(static_router(STATIC_DIRS, dependencies=[PUBLIC]))
     app.include_router(jobs_router)
     app.include_router(events_router)
     app.include_router(policies_router)
@@ -174,8 +176,6 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
                     console_policies_api, console_policies_pages, operations_api,
                     operations_pages):  # fmt: skip
         app.include_router(console.router)
-    # Every app's stylesheets and scripts, from one public route (see web/static.py).
-    app.include_router(static_router(STATIC_DIRS, dependencies=[PUBLIC]))
     tracing.instrument_app(app, settings)
     auth_endpoints.redact_keys_in_access_log()
     return app

@@ -31,6 +31,12 @@ def test_sign_in_with_the_keyboard_and_sign_out(
     page.keyboard.press("Tab")
     page.keyboard.type(PASSWORD)
     page.keyboard.press("Enter")
+    # Signed in, the landing page: the apps the reviewer's role opens, and no other.
+    page.wait_for_url(f"{live_service.base_url}/")
+    assert page.locator("#principal").inner_text() == person
+    links = page.get_by_role("list", name="Where to go").get_by_role("link").all_inner_texts()
+    assert links == ["Review", "Your account", "API docs"]
+    page.get_by_role("link", name="Your account").press("Enter")
     page.wait_for_url("**/account")
     assert page.locator("#principal").inner_text() == person
     assert page.locator("#roles").inner_text() == "reviewer"
@@ -70,7 +76,8 @@ def test_a_forged_csrf_token_is_refused(live_service: Service, browser: Any, per
     page.get_by_label("Username").fill(person)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url("**/account")
+    page.wait_for_url(f"{live_service.base_url}/")
+    page.goto(f"{live_service.base_url}/account")
     # What a page on another site could send: the form without a valid token.
     token = page.locator("form[action='/signout'] input[name=csrf_token]")
     token.evaluate("e => e.value = 'forged'")
