@@ -119,6 +119,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 512  # many connections at once (the bench): none refused at accept
     state: StubState
 
 
