@@ -17,7 +17,7 @@ from verifier_service.policies.schemas import PolicyDocument, PolicyKindError
 
 KNOWN_TIERS = {
     "schema", "chem.fast", "chem.surrogate", "chem.dft", "code.sandbox", "human",
-    "answer", "format", "similarity", "judge.llm",
+    "answer", "format", "similarity", "judge.llm", "judge.prm", "judge.rank",
 }  # fmt: skip
 
 
