@@ -34,8 +34,8 @@ def selected_since(session: Session, oracle: str, since: datetime) -> int:
 
 def items_by_id(session: Session, ids: Iterable[str], *, lock: bool = False) -> list[OracleItem]:
     query = select(OracleItem).where(OracleItem.id.in_(list(ids))).order_by(OracleItem.id)
-    if lock:
-        query = query.with_for_update()
+    if lock:  # read again under the lock: a concurrent request may have just answered it
+        query = query.with_for_update().execution_options(populate_existing=True)
     return list(session.scalars(query))
 
 
