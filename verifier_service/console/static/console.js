@@ -1,21 +1,14 @@
-// The operators' console: fetch the service's own JSON and draw tables and small SVG charts.
+// The operators' console: fetch the service's own JSON and draw its tables and its charts
+// (Chart.js, vendored).
 // Everything from the server goes in as text (textContent), never as markup.
 "use strict";
 
-const SVG = "http://www.w3.org/2000/svg";
 const PALETTE = ["#1f5fbf", "#2e9d6b", "#d08a16", "#b8434e", "#7453b5", "#3a8fa8", "#8a8f98"];
 const STATUS_COLOURS = { scored: "#2e9d6b", pending: "#d08a16", infra_error: "#b8434e" };
 
 function el(tag, attrs, text) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
-
-function svg(tag, attrs, text) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
   if (text !== undefined) node.textContent = text;
   return node;
 }
@@ -66,104 +59,84 @@ function barCell(share, colour, label) {
   return cell;
 }
 
-function legend(entries) {
-  const box = el("div", { class: "legend" });
-  for (const [label, colour] of entries) {
-    const item = el("span");
-    const sw = el("span", { class: "swatch" });
-    sw.style.background = colour;
-    item.append(sw, document.createTextNode(label));
-    box.append(item);
-  }
-  return box;
+// A Chart.js chart (the vendored one) in `box`, replacing what was there; its text alternative
+// is the canvas's aria-label.
+function chartIn(box, label, config) {
+  const old = box.querySelector("canvas");
+  if (old && window.Chart.getChart(old)) window.Chart.getChart(old).destroy();
+  box.replaceChildren();
+  const canvas = el("canvas", { role: "img", "aria-label": label });
+  box.append(canvas);
+  config.options = Object.assign({
+    animation: false, responsive: true, maintainAspectRatio: false,
+    plugins: { legend: { position: "bottom", labels: { boxWidth: 12 } } },
+  }, config.options || {});
+  return new window.Chart(canvas, config);
 }
 
 // Stacked columns: items per bin (a minute, or `bin_minutes` on longer windows), one colour
-// per kind, over the whole window.
+// per kind, over the whole window (empty bins included).
 function drawRate(box, data) {
-  box.replaceChildren();
   const bin = data.bin_minutes || 1;
   const unit = bin === 1 ? "minute" : bin === 60 ? "hour" : `${bin} minutes`;
   const heading = document.getElementById("h-rate");
   if (heading) heading.textContent = `Items per ${unit}, by kind`;
   const kinds = [...new Set(data.items_per_minute.map((r) => r.kind))].sort();
   if (kinds.length === 0) {
-    box.append(el("p", { class: "empty" }, "No items in this window."));
+    box.replaceChildren(el("p", { class: "empty" }, "No items in this window."));
     return;
   }
-  const W = 1000, H = 180, L = 40, B = 22, T = 8;
-  const since = Date.parse(data.since), now = Date.parse(data.now);
-  const perMinute = new Map();
+  const step = bin * 60000;
+  const start = Math.floor(Date.parse(data.since) / step) * step;
+  const bins = Math.max(1, Math.ceil((Date.parse(data.now) - start) / step));
+  const counts = new Map(kinds.map((k) => [k, new Array(bins).fill(0)]));
   for (const r of data.items_per_minute) {
-    const t = Date.parse(r.minute);
-    if (!perMinute.has(t)) perMinute.set(t, {});
-    perMinute.get(t)[r.kind] = r.items;
+    const i = Math.min(bins - 1, Math.max(0, Math.floor((Date.parse(r.minute) - start) / step)));
+    counts.get(r.kind)[i] += r.items;
   }
-  const max = Math.max(...[...perMinute.values()].map((m) => Object.values(m).reduce((a, b) => a + b, 0)));
-  const bins = Math.max(1, (now - since) / 60000 / bin);
-  const colW = Math.max(1.5, (W - L) / bins - 0.5);
-  const x = (t) => L + ((Math.max(t, since) - since) / (now - since)) * (W - L - colW);
-  const y = (v) => T + (H - T - B) * (1 - v / max);
-  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img",
-    "aria-label": `Items per ${unit} by kind; at most ${max} in one ${unit}` });
-  chart.append(svg("line", { class: "axis", x1: L, x2: W, y1: H - B, y2: H - B }));
-  for (const v of [0, max / 2, max]) {
-    chart.append(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, fmt.units(v)));
-    chart.append(svg("line", { class: "axis", x1: L, x2: W, y1: y(v), y2: y(v), "stroke-dasharray": "2 4" }));
-  }
-  for (const [t, counts] of perMinute) {
-    let base = 0;
-    kinds.forEach((kind, i) => {
-      const n = counts[kind] || 0;
-      if (n === 0) return;
-      const rect = svg("rect", { x: x(t), y: y(base + n), width: colW, height: y(base) - y(base + n),
-        fill: PALETTE[i % PALETTE.length] });
-      const at = new Date(t).toISOString().slice(bin === 1 ? 11 : 5, 16).replace("T", " ");
-      rect.append(svg("title", {}, `${at} UTC · ${kind}: ${n}`));
-      chart.append(rect);
-      base += n;
-    });
-  }
-  for (const t of [since, (since + now) / 2, now]) {
-    const d = new Date(t);
-    const label = data.window === "7d" ? d.toISOString().slice(5, 10) : d.toISOString().slice(11, 16);
-    chart.append(svg("text", { x: Math.min(W - 20, Math.max(L, x(t))), y: H - 6, "text-anchor": "middle" }, label));
-  }
-  box.append(chart, legend(kinds.map((k, i) => [k, PALETTE[i % PALETTE.length]])));
+  const labels = [...Array(bins).keys()].map((i) => {
+    const at = new Date(start + i * step).toISOString();
+    return data.window === "7d" ? at.slice(5, 16).replace("T", " ") : at.slice(11, 16);
+  });
+  const totals = labels.map((_, i) => kinds.reduce((a, k) => a + counts.get(k)[i], 0));
+  const max = Math.max(...totals);
+  chartIn(box, `Items per ${unit} by kind; at most ${max} in one ${unit}`, {
+    type: "bar",
+    data: {
+      labels,
+      datasets: kinds.map((kind, i) => ({
+        label: kind, data: counts.get(kind), backgroundColor: PALETTE[i % PALETTE.length],
+      })),
+    },
+    options: {
+      scales: {
+        x: { stacked: true, ticks: { maxTicksLimit: 8, maxRotation: 0 }, grid: { display: false } },
+        y: { stacked: true, beginAtZero: true, ticks: { precision: 0, maxTicksLimit: 4 } },
+      },
+      plugins: { tooltip: { callbacks: { title: (items) => `${items[0].label} UTC` } } },
+    },
+  });
 }
 
-// A donut of rewards by status.
+// A doughnut of rewards by status.
 function drawRewards(box, statuses) {
-  box.replaceChildren();
   const entries = Object.entries(statuses).filter(([, n]) => n > 0);
-  const total = entries.reduce((a, [, n]) => a + n, 0);
-  if (total === 0) {
-    box.append(el("p", { class: "empty" }, "No rewards in this window."));
+  if (entries.length === 0) {
+    box.replaceChildren(el("p", { class: "empty" }, "No rewards in this window."));
     return;
   }
-  const chart = svg("svg", { viewBox: "0 0 200 130", role: "img",
-    "aria-label": entries.map(([s, n]) => `${s} ${n}`).join(", ") });
-  const R = 50, r = 32, cx = 65, cy = 65;
-  let angle = -Math.PI / 2;
-  entries.forEach(([status, n], i) => {
-    const colour = STATUS_COLOURS[status] || PALETTE[(i + 4) % PALETTE.length];
-    const sweep = (n / total) * 2 * Math.PI;
-    if (entries.length === 1) {
-      chart.append(svg("circle", { cx, cy, r: (R + r) / 2, fill: "none", stroke: colour, "stroke-width": R - r }));
-    } else {
-      const a2 = angle + sweep, big = sweep > Math.PI ? 1 : 0;
-      const p = (rad, a) => `${cx + rad * Math.cos(a)} ${cy + rad * Math.sin(a)}`;
-      const path = svg("path", { fill: colour,
-        d: `M ${p(R, angle)} A ${R} ${R} 0 ${big} 1 ${p(R, a2)} L ${p(r, a2)} A ${r} ${r} 0 ${big} 0 ${p(r, angle)} Z` });
-      path.append(svg("title", {}, `${status}: ${n}`));
-      chart.append(path);
-      angle = a2;
-    }
-    chart.append(svg("rect", { x: 132, y: 30 + i * 18, width: 10, height: 10, rx: 2, fill: colour }));
-    chart.append(svg("text", { x: 147, y: 39 + i * 18 }, `${status}`));
+  chartIn(box, entries.map(([s, n]) => `${s} ${n}`).join(", "), {
+    type: "doughnut",
+    data: {
+      labels: entries.map(([s]) => s),
+      datasets: [{
+        data: entries.map(([, n]) => n),
+        backgroundColor: entries.map(([s], i) => STATUS_COLOURS[s] || PALETTE[(i + 4) % PALETTE.length]),
+        borderWidth: 1,
+      }],
+    },
+    options: { cutout: "62%", plugins: { legend: { position: "right" } } },
   });
-  chart.append(svg("text", { x: cx, y: cy + 5, "text-anchor": "middle", style: "font-size:15px;font-weight:700;fill:#1d2430" }, fmt.int(total)));
-  box.append(chart);
 }
 
 function render(data) {
