@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import structlog
-from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from tiers.base import Verdict, VerdictStatus
@@ -22,8 +20,6 @@ from verifier_service.review import repository
 from verifier_service.review.agreement import Metric, uniform_expected, unit_alpha
 from verifier_service.review.models import ReviewAnswer, ReviewTask
 from verifier_service.settings import get_settings
-
-log = structlog.get_logger(__name__)
 
 Values = dict[str, float | str]
 
@@ -126,21 +122,6 @@ def human_verdict(
     )
 
 
-def _deliver_after_commit(session: Session, outgoing: dispatch.Outgoing) -> None:
-    """Send the ladder's staged work and wake the job's waiters once this transaction commits
-    (the outbox holds the work should this process die first)."""
-    if not outgoing.messages and not outgoing.finished_jobs:
-        return
-
-    def _after(_session: Session) -> None:
-        try:
-            dispatch.deliver(outgoing)
-        except Exception:  # the sweeper sends what is still in the outbox
-            log.exception("could not deliver ladder work after a review")
-
-    event.listen(session, "after_commit", _after, once=True)
-
-
 def complete(
     session: Session,
     task: ReviewTask,
@@ -158,7 +139,8 @@ def complete(
         return
     if task.kind != "trajectory":
         result = record_deferred(session, task.item_id, verdict, task.step)
-        _deliver_after_commit(session, dispatch.stage(session, result))
+        dispatch.stage(session, result)
+        dispatch.send_on_commit(session)  # the request commits (the outbox holds the work)
         return
     pairs = []
     for child in children(session, task.item_id):
@@ -167,7 +149,8 @@ def complete(
     assert task.job_id is not None
     assert task.step is not None
     result = record_deferred_all(session, task.job_id, pairs, task.step)
-    _deliver_after_commit(session, dispatch.stage(session, result))
+    dispatch.stage(session, result)
+    dispatch.send_on_commit(session)
 
 
 def step_verdicts(

@@ -12,14 +12,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
-from fastapi.templating import Jinja2Templates
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
 from tiers.human import QUEUE_PATTERN
-from verifier_service.auth import csrf
-from verifier_service.auth.deps import CSRF_COOKIE, PUBLIC, ReviewerPrincipal
+from verifier_service.auth.deps import ReviewerPrincipal
 from verifier_service.auth.forms import ReviewerForm
 from verifier_service.auth.schemas import AuthenticatedPrincipal
 from verifier_service.core.db import retried_transaction, transaction
@@ -28,36 +26,22 @@ from verifier_service.core.errors import DomainError, InvalidRequestError
 from verifier_service.review import render, service
 from verifier_service.review.schemas import AnswerIn, Dimension, LeaseView, Rubric
 from verifier_service.settings import Settings
+from verifier_service.web.render import Renderer
 
 HERE = FilePath(__file__).parent
-AUTH_TEMPLATES = HERE.parent / "auth" / "templates"
-templates = Jinja2Templates(directory=[HERE / "templates", AUTH_TEMPLATES])
-templates.env.filters["markdown_inline"] = render.markdown_inline
+renderer = Renderer(HERE / "templates")
+renderer.env.filters["markdown_inline"] = render.markdown_inline
 pages = APIRouter(tags=["review pages"], include_in_schema=False)
 
 QueueName = Annotated[str, Path(pattern=QUEUE_PATTERN, description="A queue.")]
 LeaseId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="A lease's id.")]
-CSP = (
-    "default-src 'none'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
 
 
 def _page(
     request: Request, settings: Settings, name: str, status: int = 200, **context: Any
 ) -> HTMLResponse:
-    """A page with the CSRF token its forms and script send (the nonce cookie made if missing)."""
-    nonce, context["csrf_token"] = csrf.page_token(request.cookies, settings.auth)
-    response = templates.TemplateResponse(request, name, context, status_code=status)
-    if CSRF_COOKIE not in request.cookies:
-        response.set_cookie(
-            CSRF_COOKIE, nonce, httponly=True, secure=settings.auth.cookie_secure,
-            samesite="strict", path="/",
-        )  # fmt: skip
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["X-Frame-Options"] = "DENY"
-    response.headers["Content-Security-Policy"] = CSP
-    return response
+    """A review page on the web layer (CSRF token, nonce cookie, security headers)."""
+    return renderer.page(request, settings, name, status, **context)
 
 
 def _message(
@@ -75,10 +59,25 @@ def _message(
                  heading=heading, message=message, queue=queue, alert=alert)  # fmt: skip
 
 
+def _state_of(request: Request, principal: AuthenticatedPrincipal) -> str | None:
+    lease_id = request.path_params.get("lease_id")
+    if not isinstance(lease_id, str):
+        return None
+    with transaction() as session:
+        return service.lease_state(session, lease_id, principal.name)
+
+
 def _lease_problem(
     request: Request, settings: Settings, principal: AuthenticatedPrincipal, exc: DomainError
 ) -> HTMLResponse:
     """A lease that is gone (404) or no longer this reviewer's (409), said plainly."""
+    if exc.status_code == 409 and _state_of(request, principal) == "answered":
+        text = (
+            "You answered this task and your answer counts (an answer can be undone only in "
+            "the few seconds after you submit it, while the next task is on screen)."
+        )
+        return _message(request, settings, principal, "You answered this task", text,
+                        queue=None, status=409)  # fmt: skip
     if exc.status_code == 409:
         text = (
             "Your hold on this task expired (the page stopped sending heartbeats, or it was "
@@ -232,10 +231,16 @@ def task_page(
 ) -> HTMLResponse:
     """One task under this reviewer's lease: guidelines, the item, verdicts and the rubric."""
     try:
-        view = retried_transaction(lambda s: service.lease(s, lease_id, principal.name))
+        view, left = retried_transaction(
+            lambda s: (
+                (held := service.lease(s, lease_id, principal.name)),
+                service.waiting(s, held.task.queue, principal.name),
+            )
+        )
     except DomainError as exc:
         return _lease_problem(request, settings, principal, exc)
-    return _page(request, settings, "task.html", principal=principal, **_task_context(view))
+    context = _task_context(view)
+    return _page(request, settings, "task.html", principal=principal, left=left, **context)
 
 
 @pages.post("/review/leases/{lease_id}/submit")
@@ -263,9 +268,11 @@ async def submit_form(
             # An answer outside the rubric: the page again, saying what was wrong.
             with transaction() as session:
                 view = service.lease(session, lease_id, principal.name)
+                left = service.waiting(session, view.task.queue, principal.name)
             context = _task_context(view)
             context["error"] = exc.message
-            return _page(request, settings, "task.html", 422, principal=principal, **context)
+            return _page(request, settings, "task.html", 422, principal=principal, left=left,
+                         **context)  # fmt: skip
         return RedirectResponse(f"/review/{view.task.queue}", status_code=303)
 
     return await run_in_threadpool(record)
@@ -287,15 +294,3 @@ def skip_form(
     except DomainError as exc:
         return _lease_problem(request, settings, principal, exc)
     return RedirectResponse(f"/review/{view.task.queue}", status_code=303)
-
-
-@pages.get("/static/review.css", dependencies=[PUBLIC])
-def stylesheet() -> FileResponse:
-    """The review pages' stylesheet (served by the service: no CDN)."""
-    return FileResponse(HERE / "static" / "review.css", media_type="text/css")
-
-
-@pages.get("/static/review.js", dependencies=[PUBLIC])
-def script() -> FileResponse:
-    """The task page's script (hand-written, no build step)."""
-    return FileResponse(HERE / "static" / "review.js", media_type="text/javascript")

@@ -117,6 +117,17 @@ def molecule(payload: Mapping[str, Any]) -> Markup:
 # --- code, json, text ----------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1)
+def _code_defaults() -> dict[str, Any]:
+    from tiers.code.schemas import CodePayload
+
+    return {
+        name: field.get_default(call_default_factory=True)
+        for name, field in CodePayload.model_fields.items()
+        if not field.is_required()
+    }
+
+
 def code(payload: Mapping[str, Any]) -> Markup:
     language = str(payload.get("language", "python"))
     parts = [
@@ -130,7 +141,14 @@ def code(payload: Mapping[str, Any]) -> Markup:
                 pre(payload["tests"], "src")
             )
         )
-    extra = {k: v for k, v in payload.items() if k not in ("language", "code", "tests")}
+    # The fields the trainer set: those still at the code tier's defaults are left out (the
+    # stored payload carries every default; the reviewer sees what was sent).
+    defaults = _code_defaults()
+    extra = {
+        k: v
+        for k, v in payload.items()
+        if k not in ("language", "code", "tests") and not (k in defaults and defaults[k] == v)
+    }
     if extra:
         parts.append(json_block(extra, "Other fields"))
     # Code and tests side by side: the sandbox's results below stay in view.
@@ -148,9 +166,19 @@ def tool_call(payload: Mapping[str, Any]) -> Markup:
     """A JSON action; a tool call ({tool|name, args|arguments}) gets its name as a heading."""
     name = payload.get("tool", payload.get("name"))
     if isinstance(name, str):
-        args = payload.get("args", payload.get("arguments"))
-        rest = {k: v for k, v in payload.items() if k not in ("tool", "name", "args", "arguments")}
-        body = pretty_json(args if not rest else {**rest, "args": args})
+        # As sent: the arguments under the name the policy used, nothing invented (a call
+        # without arguments shows none, not `"args": null`).
+        shown = {k: v for k, v in payload.items() if k not in ("tool", "name")}
+        sent_args = [k for k in ("args", "arguments") if k in payload]
+        if shown and list(shown) == sent_args:
+            body = pretty_json(payload[sent_args[0]])
+        else:
+            body = pretty_json(shown)
+        if not shown:
+            return Markup(
+                '<section class="json"><h3>Tool call <code class="tool">{}</code></h3>'
+                '<p class="muted">No arguments.</p></section>'
+            ).format(name)
         return Markup(
             '<section class="json"><h3>Tool call <code class="tool">{}</code></h3>{}</section>'
         ).format(name, pre(body, "src"))

@@ -224,6 +224,18 @@ def lease(session: Session, lease_id: str, reviewer: str) -> LeaseView:
     return _view(session, held, task)
 
 
+def waiting(session: Session, queue: str, reviewer: str) -> int:
+    """How many tasks of the queue this reviewer could still take (her progress: "left")."""
+    return repository.waiting(session, queue, reviewer)
+
+
+def lease_state(session: Session, lease_id: str, reviewer: str) -> str | None:
+    """The state of one of the reviewer's leases (live, answered, expired, ...); None if the
+    lease is unknown or not hers."""
+    found = session.get(ReviewLease, lease_id)
+    return found.state if found is not None and found.reviewer == reviewer else None
+
+
 def heartbeat(session: Session, lease_id: str, reviewer: str) -> datetime:
     """Keep a lease alive for another claim_ttl_s; its new expiry."""
     held = _live_lease(session, lease_id, reviewer)

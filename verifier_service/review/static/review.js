@@ -1,6 +1,7 @@
 // The reviewers' task page: hotkeys, lease heartbeats, draft autosave, a submit that survives
-// network blips, and the next task preloaded in the background. Hand-written, no build step;
-// the page works without it (the rubric is a plain form).
+// network blips, the next task preloaded in the background, undo of the last answer (it is
+// sent only when its undo window ends), progress in this session and times in local time.
+// Hand-written, no build step; the page works without it (the rubric is a plain form).
 (function () {
   "use strict";
 
@@ -9,6 +10,9 @@
   var next = null; // {lease_id, html} of the preloaded next task, or {none: true}
   var preloading = null; // the promise of the preload under way
   var DRAFT_DEBOUNCE_MS = 700;
+  var UNDO_MS = 8000; // an answer can be taken back this long; then it is sent and counts
+  var PENDING = "review-pending"; // sessionStorage: the answer waiting out its undo window
+  var pending = null, pendingTimer = null, toast = null;
 
   function $(sel, root) { return (root || document).querySelector(sel); }
   function $$(sel, root) { return Array.prototype.slice.call((root || document).querySelectorAll(sel)); }
@@ -121,11 +125,13 @@
 
   function heartbeat() {
     var ids = [lease];
+    if (pending && pending.lease !== lease) { ids.push(pending.lease); }
     if (next && next.lease_id) { ids.push(next.lease_id); }
     ids.forEach(function (id) {
       api("POST", "/v1/review/leases/" + id + "/heartbeat").then(function (r) {
         if (id !== lease) {
           if (!r.ok && next && next.lease_id === id) { next = null; }
+          if (!r.ok && pending && pending.lease === id) { flush(); }
           return;
         }
         if (r.status === 409 || r.status === 404) { expired(); return; }
@@ -133,7 +139,7 @@
           r.json().then(function (b) {
             var at = new Date(b.expires_at || b);
             if (!isNaN(at)) {
-              $("#lease-state").textContent = "Held until " + at.toISOString().slice(11, 19) + " UTC";
+              $("#lease-state").textContent = "Held until " + localTime(at);
             }
           }, function () { /* no body */ });
         }
@@ -182,7 +188,9 @@
       return;
     }
     clearInterval(heartbeatTimer);
-    try { localStorage.removeItem(backupKey()); } catch (e) { /* private mode */ }
+    if (!(pending && pending.lease === lease)) {
+      try { localStorage.removeItem(backupKey()); } catch (e) { /* private mode */ }
+    }
     if (next && next.html) {
       var doc = new DOMParser().parseFromString(next.html, "text/html");
       var url = "/review/leases/" + next.lease_id;
@@ -216,27 +224,215 @@
     var key = form.elements.submit_key.value; // one key per answer: a retry records it once
     $("#submit").disabled = true;
     status("Submitting…");
+    // The draft on the server holds the answer too: an undo opens the task with it filled in.
+    api("PUT", "/v1/review/leases/" + lease + "/draft", { draft: body }).catch(function () { /* kept locally */ });
+    var held = { lease: lease, queue: queue, body: body, key: key };
+    readyNext().then(function () {
+      if (next && next.html) {
+        // The next task is ready: go on now; this answer is sent when its undo window ends.
+        held.until = Date.now() + UNDO_MS;
+        keepPending(held);
+        advance();
+        return;
+      }
+      send(held).then(function (r) {
+        if (r.ok) { status("Submitted"); counted(held); advance(); return; }
+        submitting = false;
+        $("#submit").disabled = false;
+        if (r.status === 409 || r.status === 404) { expired(); return; }
+        show("Not recorded: " + r.message, "error");
+      });
+    });
+  }
+
+  function readyNext() {
+    if (preloading && !(next && (next.html || next.none))) {
+      return Promise.race([preloading, sleep(3000)]).catch(function () { return null; });
+    }
+    return Promise.resolve();
+  }
+
+  // POST an answer until the server says yes or no (network errors and 5xx retried with
+  // backoff): {ok, status, message}.
+  function send(held, keepalive) {
     var attempt = 0;
-    (function send() {
-      api("POST", "/v1/review/leases/" + lease + "/submit", body, { "Idempotency-Key": key })
-        .then(function (r) {
-          if (r.ok) { status("Submitted"); advance(); return; }
+    return new Promise(function (resolve) {
+      (function again() {
+        var h = { "X-CSRF-Token": csrf || held.csrf, "Accept": "application/json",
+          "Content-Type": "application/json", "Idempotency-Key": held.key };
+        fetch("/v1/review/leases/" + held.lease + "/submit", {
+          method: "POST", headers: h, credentials: "same-origin", keepalive: !!keepalive,
+          body: JSON.stringify(held.body),
+        }).then(function (r) {
+          if (r.ok) { resolve({ ok: true, status: r.status }); return; }
           if (r.status >= 500 || r.status === 429) { throw new Error("retry"); }
-          submitting = false;
-          $("#submit").disabled = false;
-          if (r.status === 409 || r.status === 404) { expired(); return; }
-          return r.json().then(function (b) {
-            show("Not recorded: " + (b.message || r.status) + (b.hint ? " (" + b.hint + ")" : ""), "error");
-          }, function () { show("Not recorded (" + r.status + ").", "error"); });
-        })
-        .catch(function () {
+          r.json().then(function (b) {
+            resolve({ ok: false, status: r.status, message: (b.message || r.status) + (b.hint ? " (" + b.hint + ")" : "") });
+          }, function () { resolve({ ok: false, status: r.status, message: String(r.status) }); });
+        }).catch(function () {
+          if (keepalive) { return; }
           attempt += 1;
           var wait = Math.min(15000, 500 * Math.pow(2, attempt));
           show("Connection lost: your answer is kept and will be sent again in " +
             Math.round(wait / 1000) + " s.", "warn");
-          sleep(wait).then(send);
+          sleep(wait).then(again);
         });
-    })();
+      })();
+    });
+  }
+
+  // --- undo: the last answer waits out its window before it is sent -------------------------
+
+  function keepPending(held) {
+    pending = held;
+    held.csrf = csrf;
+    try { sessionStorage.setItem(PENDING, JSON.stringify(held)); } catch (e) { /* private mode */ }
+  }
+
+  function dropPending() {
+    pending = null;
+    clearInterval(pendingTimer);
+    pendingTimer = null;
+    try { sessionStorage.removeItem(PENDING); } catch (e) { /* private mode */ }
+  }
+
+  function showToast(html) {
+    if (!toast || !document.body.contains(toast)) {
+      toast = document.createElement("div");
+      toast.id = "undo";
+      toast.className = "banner undo";
+      toast.setAttribute("role", "status");
+      document.body.appendChild(toast);
+    }
+    toast.hidden = false;
+    toast.textContent = "";
+    toast.appendChild(html);
+  }
+
+  function hideToast(after) {
+    var t = toast;
+    setTimeout(function () { if (t && !pending) { t.hidden = true; } }, after || 0);
+  }
+
+  function tick() {
+    if (!pending) { return; }
+    var left = Math.ceil((pending.until - Date.now()) / 1000);
+    if (left <= 0) { flush(); return; }
+    var text = $("#undo-text");
+    if (text) { text.textContent = "Your last answer is sent in " + left + " s."; return; }
+    var frag = document.createDocumentFragment();
+    var span = document.createElement("span");
+    span.id = "undo-text";
+    span.textContent = "Your last answer is sent in " + left + " s.";
+    var btn = document.createElement("button");
+    btn.type = "button";
+    btn.id = "undo-button";
+    btn.className = "secondary";
+    btn.innerHTML = "Undo <kbd>z</kbd>";
+    btn.addEventListener("click", undo);
+    frag.appendChild(span);
+    frag.appendChild(btn);
+    showToast(frag);
+  }
+
+  function watchPending() {
+    // On every review page: the answer waiting out its undo window, counted down.
+    var kept = null;
+    try { kept = JSON.parse(sessionStorage.getItem(PENDING) || "null"); } catch (e) { kept = null; }
+    if (!kept) { return; }
+    if (kept.lease === lease) {
+      // Back (or a reload) on the task just answered: that is an undo.
+      dropPending();
+      return;
+    }
+    pending = kept;
+    clearInterval(pendingTimer);
+    pendingTimer = setInterval(tick, 250);
+    tick();
+  }
+
+  function flush(keepalive) {
+    if (!pending) { return; }
+    var held = pending;
+    dropPending();
+    if (keepalive) { send(held, true); return; }
+    send(held).then(function (r) {
+      if (r.ok) {
+        counted(held);
+        try { localStorage.removeItem("review-draft:" + held.lease); } catch (e) { /* private */ }
+        var done = document.createElement("span");
+        done.id = "undo-text";
+        done.textContent = "Your last answer is recorded.";
+        showToast(done);
+        hideToast(2500);
+        return;
+      }
+      var msg = document.createElement("span");
+      msg.textContent = "Your last answer was not recorded: " + r.message;
+      showToast(msg);
+      toast.className = "banner undo error";
+    });
+  }
+
+  function undo() {
+    if (!pending) { return; }
+    var held = pending;
+    dropPending();
+    leaving = true;
+    clearInterval(heartbeatTimer);
+    // The task on screen goes back to the queue; the answered one opens with its answer.
+    if (lease && lease !== held.lease) { releaseLease(lease); }
+    releaseNext();
+    location.assign("/review/leases/" + held.lease);
+  }
+
+  function releaseLease(id) {
+    fetch("/v1/review/leases/" + id + "/release", {
+      method: "POST", keepalive: true, credentials: "same-origin",
+      headers: { "X-CSRF-Token": csrf },
+    }).catch(function () { /* it expires on its own */ });
+  }
+
+  // --- progress in this session -----------------------------------------------------------------
+
+  function sessionKey(q) { return "review-session:" + q; }
+
+  function counted(held) {
+    var k = sessionKey(held.queue), s = null;
+    try { s = JSON.parse(sessionStorage.getItem(k) || "null"); } catch (e) { s = null; }
+    s = s || { done: 0, since: Date.now() };
+    s.done += 1;
+    try { sessionStorage.setItem(k, JSON.stringify(s)); } catch (e) { /* private mode */ }
+    progress();
+  }
+
+  function progress() {
+    var el = $("#progress");
+    if (!el) { return; }
+    var s = null;
+    try { s = JSON.parse(sessionStorage.getItem(sessionKey(el.dataset.queue)) || "null"); } catch (e) { s = null; }
+    var done = s ? s.done : 0;
+    var left = Number(el.dataset.left || 0);
+    var text = done + " done · " + left + " left";
+    if (done > 0 && left > 0) {
+      var each = (Date.now() - s.since) / done;
+      var mins = Math.max(1, Math.round(left * each / 60000));
+      text += " · about " + mins + " min";
+    }
+    el.textContent = text;
+    el.title = "This session: " + done + " answered; " + left + " more waiting for you in " + el.dataset.queue;
+  }
+
+  function localTime(at) {
+    return at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  }
+
+  function localTimes() {
+    // Times are sent in UTC; the reviewer reads them in her own time zone.
+    $$("time[datetime].local").forEach(function (t) {
+      var at = new Date(t.getAttribute("datetime"));
+      if (!isNaN(at)) { t.title = t.textContent; t.textContent = localTime(at); }
+    });
   }
 
   function skip() {
@@ -296,7 +492,13 @@
     radios[n - 1].checked = true;
     fs.classList.add("answered");
     scheduleSave();
-    if (current < dims.length - 1) { focusDim(current + 1); } else { radios[n - 1].focus(); }
+    var after = dims[current + 1];
+    var n2 = Number(main.dataset.steps || 0);
+    if (fs.dataset.step !== undefined && (!after || after.dataset.step === undefined) && step < n2 - 1) {
+      // a step's last dimension answered: on to the next step's first
+      showStep(step + 1);
+      focusDim(0);
+    } else if (current < dims.length - 1) { focusDim(current + 1); } else { radios[n - 1].focus(); }
   }
 
   function typing(el) {
@@ -312,6 +514,9 @@
   }
 
   function onKey(e) {
+    if (pending && (e.key === "z" || ((e.ctrlKey || e.metaKey) && e.key === "z")) && !typing(e.target)) {
+      e.preventDefault(); undo(); return;
+    }
     if (!form || leaving) { return; }
     if ((e.ctrlKey || e.metaKey) && e.key === "Enter") { e.preventDefault(); submit(); return; }
     if (typing(e.target) || e.altKey || e.ctrlKey || e.metaKey) { return; }
@@ -333,11 +538,15 @@
   function init() {
     main = $("main.task-layout");
     form = $("#answer");
+    lease = main ? main.dataset.lease : null;
+    var meta = $("meta[name=csrf-token]");
+    csrf = meta ? meta.content : csrf;
+    localTimes();
+    progress();
+    watchPending();
     if (!main || !form) { return; }
     banner = $("#banner");
     saveState = $("#save-state");
-    csrf = $("meta[name=csrf-token]").content;
-    lease = main.dataset.lease;
     queue = main.dataset.queue;
     submitting = false; leaving = false; next = null; preloading = null;
     step = 0; current = 0;
@@ -380,8 +589,21 @@
   }
 
   document.addEventListener("keydown", onKey, true);
-  window.addEventListener("pagehide", function () { if (!leaving) { releaseNext(); } });
-  window.addEventListener("popstate", function () { location.reload(); });
+  window.addEventListener("pagehide", function () {
+    if (!leaving) { releaseNext(); }
+    flush(true); // leaving the review pages: the waiting answer is sent now
+  });
+  window.addEventListener("popstate", function () {
+    if (pending && location.pathname === "/review/leases/" + pending.lease) {
+      // Back to the task just answered: an undo (the task on screen goes back to the queue)
+      var held = pending;
+      dropPending();
+      leaving = true;
+      if (lease && lease !== held.lease) { releaseLease(lease); }
+      releaseNext();
+    }
+    location.reload();
+  });
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", init);
   } else {
