@@ -2,7 +2,8 @@
 
 - `shape`: the R1 layout, `<think>...</think>` then exactly one `<answer>...</answer>` and
   nothing after it (tags configurable; the thinking block optional with require_think false).
-- `length`: DAPO's soft overlong penalty on characters or whitespace tokens: 0 up to
+- `length`: DAPO's soft overlong penalty on characters, whitespace-separated words or the model
+  tokens of the policy's tokenizer (`tiers/text/tokens.py`; loaded offline): 0 up to
   max_length - overlong_buffer, then falling linearly to -1 at max_length, -1 beyond.
   Component `length` is 1 + that penalty (in [0, 1]), `length_penalty` the penalty itself.
 - `repetition`: the fraction of the text's word n-grams that repeat an earlier one; component
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 
 from tiers.base import Candidate, Verdict, VerdictStatus, judge_one, stable_json
 from tiers.text.schemas import FormatConfig
+from tiers.text.tokens import TokenizerUnavailable, count_tokens, load_tokenizer
 
 
 def shape_problem(text: str, config: FormatConfig) -> str | None:
@@ -76,9 +78,16 @@ class FormatTier:
 
     def validate_config(self, config: Mapping[str, Any]) -> None:
         try:
-            FormatConfig.model_validate(dict(config))
+            cfg = FormatConfig.model_validate(dict(config))
         except ValidationError as exc:
             raise ValueError(str(exc)) from None
+        if cfg.tokenizer is not None and cfg.tokenizer_fallback is None:
+            try:
+                load_tokenizer(cfg.tokenizer)
+            except TokenizerUnavailable as exc:
+                raise ValueError(
+                    f"tokenizer: {exc} (or set tokenizer_fallback: words|chars)"
+                ) from None
 
     def canonical_payload(self, item: Candidate) -> str:
         return stable_json(item.payload)
@@ -98,13 +107,30 @@ class FormatTier:
             if problem:
                 notes.append(f"shape: {problem}")
         if "length" in cfg.checks:
-            units = len(text) if cfg.unit == "chars" else len(text.split())
+            unit = cfg.unit
+            if unit == "tokens" and cfg.tokenizer is not None:
+                try:
+                    units = count_tokens(cfg.tokenizer, text)
+                except TokenizerUnavailable as exc:
+                    if cfg.tokenizer_fallback is None:
+                        return Verdict(
+                            status=VerdictStatus.error,
+                            reason="tokenizer_unavailable",
+                            feedback=f"length not counted: {exc}",
+                            tier=self.name,
+                            tier_version=self.version,
+                        )
+                    unit = cfg.tokenizer_fallback
+                    components["length_fallback"] = 1.0
+                    notes.append(f"length counted in {unit} (the policy's fallback): {exc}")
+            if unit != "tokens":
+                units = len(text) if unit == "chars" else len(text.split())
             penalty = dapo_length_penalty(units, cfg.max_length, cfg.overlong_buffer)
             components |= {"length": 1.0 + penalty, "length_penalty": penalty}
             components["length_units"] = float(units)
             if penalty < 0:
                 notes.append(
-                    f"length: {units} {cfg.unit}, over the {cfg.max_length - cfg.overlong_buffer}"
+                    f"length: {units} {unit}, over the {cfg.max_length - cfg.overlong_buffer}"
                     f" where the overlong penalty starts (limit {cfg.max_length}): {penalty:.2f}"
                 )
         if "repetition" in cfg.checks:

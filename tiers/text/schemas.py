@@ -117,8 +117,24 @@ class FormatConfig(_Config):
     require_think: bool = Field(
         default=True, description="`shape`: one thinking block must come before the answer."
     )
-    unit: Literal["chars", "tokens"] = Field(
-        default="tokens", description="`length`: characters, or whitespace-separated tokens."
+    unit: Literal["chars", "words", "tokens"] = Field(
+        default="words",
+        description="`length`: characters, whitespace-separated words, or the model tokens of "
+        "`tokenizer`.",
+    )
+    tokenizer: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=500,
+        description="`length` with unit `tokens`: the model's tokenizer, a local path (a "
+        "tokenizer.json or a folder with one) or a hub id in the local Hugging Face cache; "
+        "loaded offline, never downloaded.",
+    )
+    tokenizer_fallback: Literal["words", "chars"] | None = Field(
+        default=None,
+        description="`tokens`: count in this unit instead when the tokenizer cannot be loaded "
+        "where the check runs (the feedback says so). None: the verdict is an error "
+        "(tokenizer_unavailable), never a count in another unit.",
     )
     max_length: int = Field(default=4096, ge=1, description="`length`: hard limit (DAPO L_max).")
     overlong_buffer: int = Field(
@@ -140,6 +156,15 @@ class FormatConfig(_Config):
     def _buffer(self) -> FormatConfig:
         if self.overlong_buffer >= self.max_length:
             raise ValueError("overlong_buffer must be less than max_length")
+        if self.unit == "tokens" and self.tokenizer is None:
+            raise ValueError(
+                "unit `tokens` counts a model's tokens: name its `tokenizer` (a local path or a "
+                "cached hub id), or count `words` or `chars`"
+            )
+        if self.unit != "tokens" and self.tokenizer is not None:
+            raise ValueError(f"`tokenizer` is used only with unit `tokens`, not `{self.unit}`")
+        if self.unit != "tokens" and self.tokenizer_fallback is not None:
+            raise ValueError("`tokenizer_fallback` is used only with unit `tokens`")
         return self
 
 

@@ -56,7 +56,7 @@ def test_dapo_soft_overlong_penalty() -> None:
     verdict = fmt(text, checks=["length"], max_length=100, overlong_buffer=20)
     assert verdict.components == verdict.components | {"length": 0.5, "length_penalty": -0.5}
     assert verdict.score == 0.5
-    assert "90 tokens" in verdict.feedback
+    assert "90 words" in verdict.feedback
     chars = fmt("x" * 90, checks=["length"], unit="chars", max_length=100, overlong_buffer=20)
     assert chars.components["length_units"] == 90.0
     assert fmt(text, checks=["length"], max_length=200, overlong_buffer=20).score == 1.0
