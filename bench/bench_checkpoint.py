@@ -3,8 +3,8 @@ log checkpointed by the API's background thread (the default) and by commits (SQ
 `VERIFIER_DATABASE__SQLITE_CHECKPOINT_S=0`), in one run.
 
 Each mode runs in a child process of its own on a fresh SQLite file: the inline lane's
-`_submit` of a cached one-molecule request, `--n` times back to back (no HTTP, no tier work:
-what is left is the service's own writes), timing each commit and each submit. The modes take
+`submit_and_send` of a cached one-molecule request, `--n` times back to back (no HTTP, no tier
+work: what is left is the service's own writes), timing each commit and each submit. The modes take
 turns, `--rounds` times each, so both see the same machine. Printed: median, mean, p99 and
 max of the commits and the submits, per mode, and the size the log file reached.
 
@@ -37,8 +37,8 @@ def child(n: int) -> dict[str, Any]:
 
     from verifier_service.app import _wal_checkpointer
     from verifier_service.auth.schemas import AuthenticatedPrincipal
-    from verifier_service.jobs.endpoints import _submit
     from verifier_service.jobs.schemas import RewardRequest
+    from verifier_service.jobs.service import submit_and_send as _submit
     from verifier_service.settings import get_settings
 
     settings = get_settings()
@@ -61,7 +61,7 @@ def child(n: int) -> dict[str, Any]:
     for _ in range(n):
         request = RewardRequest.model_validate_json(body)
         started = time.perf_counter()
-        _submit(request, principal, None, True)
+        _submit(request, principal, None, inline=True)
         submits.append(time.perf_counter() - started)
     if checkpointer is not None:
         checkpointer.stop()

@@ -8,6 +8,7 @@ item; an item delivered more than `max_deliveries` times ends as infra_error).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -15,11 +16,10 @@ from celery import Task
 from sqlalchemy.orm import Session
 
 from tiers.registry import TIER_PATHS
-from verifier_service.core.db import retried_transaction, transaction
+from verifier_service.core.db import retried_transaction
 from verifier_service.core.notify import sync_client
 from verifier_service.ladder import dispatch
 from verifier_service.ladder.execute import TierRun, execute, sent_keys
-from verifier_service.ladder.operations import expire_job
 from verifier_service.ladder.results import LadderResult
 from verifier_service.ladder.runs import (
     fail_tier_run,
@@ -40,9 +40,7 @@ DELIVERIES = "verifier:deliveries:"
 @app.task(name="ladder.expire", acks_late=True)
 def ladder_expire(job_id: str) -> None:
     """A job's deadline: finish its open items with the best reward available."""
-    with transaction() as session:
-        outgoing = dispatch.stage(session, expire_job(session, job_id))
-    dispatch.deliver(outgoing)
+    dispatch.expire(job_id, retries=get_settings().worker.db_retries)
 
 
 def _deliveries(task_id: str | None) -> int:
@@ -57,15 +55,13 @@ def _deliveries(task_id: str | None) -> int:
     return int(count)
 
 
-def _commit(work: Any) -> None:
+def _commit(work: Callable[[Session], LadderResult]) -> None:
     """Stage a ladder pass's result in its transaction (retried), then send it."""
-
-    def stage(session: Session) -> dispatch.Outgoing:
-        result: LadderResult = work(session)
-        return dispatch.stage(session, result)
-
-    retries = get_settings().worker.db_retries
-    dispatch.deliver(retried_transaction(stage, retries=retries, first_delay_s=0.5))
+    dispatch.commit_then_send(
+        lambda session: dispatch.stage(session, work(session)),
+        retries=get_settings().worker.db_retries,
+        first_delay_s=0.5,
+    )
 
 
 def verify(

@@ -5,6 +5,8 @@
   the CLI, which wires every process together.
 - The service's domain packages (jobs, ladder, policies, ...) and its top-level modules
   (settings, health) form no loop; only the entry points (app, cli, wiring) import across all.
+- Nothing imports an endpoint module (HTTP only) but the app, which mounts their routers: what
+  other modules need of a domain is in its service.
 """
 
 from __future__ import annotations
@@ -135,6 +137,33 @@ def test_only_commands_import_the_entry_points() -> None:
 
 
 _ENTRY_POINT_PREFIXES = [["verifier_service", name] for name in ENTRY_POINTS]
+
+
+#: Where the code that may not import endpoint modules lives.
+CODE = ("verifier_service", "workers", "tiers", "bench", "trainer")
+#: The router wiring: the one module that imports endpoint modules (to mount their routers).
+ROUTER_WIRING = frozenset({"verifier_service.app"})
+
+
+def _endpoint_modules(imports: set[str]) -> list[str]:
+    return sorted(i for i in imports if i.rsplit(".", 1)[-1].endswith("endpoints"))
+
+
+def test_nothing_imports_an_endpoint_module() -> None:
+    packages = [p for p in CODE if (REPO / p).is_dir()]
+    offending = {
+        module: _endpoint_modules(imports)
+        for module, imports in import_graph(*packages).items()
+        if module not in ROUTER_WIRING
+    }
+    assert {m: i for m, i in offending.items() if i} == {}
+
+
+def test_the_checker_sees_the_apps_router_imports() -> None:
+    # The predicate itself: the app's own imports of endpoint modules must be found.
+    found = _endpoint_modules(import_graph("verifier_service")["verifier_service.app"])
+    assert "verifier_service.jobs.endpoints" in found
+    assert len(found) >= 5
 
 
 def test_the_checker_sees_a_loop() -> None:

@@ -42,8 +42,8 @@ from verifier_service.client.mappings import (
 from verifier_service.core.db import get_sessionmaker
 from verifier_service.core.deps import PRINTABLE, SettingsDep, WaiterDep
 from verifier_service.core.errors import InvalidRequestError, PayloadTooLargeError
-from verifier_service.jobs.endpoints import submit_and_wait
 from verifier_service.jobs.schemas import JobOut, RewardRequest, RewardStatus
+from verifier_service.jobs.service import submit_and_wait
 from verifier_service.policies import service as policies
 
 router = APIRouter(tags=["compat"])

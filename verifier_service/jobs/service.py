@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -10,29 +12,36 @@ from datetime import timedelta
 from typing import Any
 
 import structlog
+from fastapi.concurrency import run_in_threadpool
 from redis.exceptions import RedisError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from tiers.base import stable_json
 from tiers.registry import get_tier
-from verifier_service.core.db import utcnow
+from verifier_service.auth import service as auth
+from verifier_service.auth.deps import rate_limiter
+from verifier_service.auth.schemas import AuthenticatedPrincipal
+from verifier_service.core.db import transaction, utcnow
 from verifier_service.core.errors import ConflictError, InvalidRequestError, NotFoundError
 from verifier_service.core.ids import new_id
-from verifier_service.core.notify import sync_client
+from verifier_service.core.notify import JobWaiter, sync_client
 from verifier_service.core.presence import live_workers, paused_now
 from verifier_service.core.rows import plain_row
 from verifier_service.events import service as events
 from verifier_service.jobs import repository
 from verifier_service.jobs.schemas import JobOut, RewardRequest, Trajectory
 from verifier_service.jobs.views import JobTree, job_tree
-from verifier_service.ladder.models import Item, Job, VerdictRecord
+from verifier_service.ladder import dispatch
+from verifier_service.ladder.models import JOB_FINISHED, Item, Job, VerdictRecord
+from verifier_service.ladder.passes import job_ladders
 from verifier_service.ladder.repository import verdicts_for
 from verifier_service.ladder.results import LadderResult
 from verifier_service.ladder.service import LadderPass
 from verifier_service.metrics.propagation import current_request_id
 from verifier_service.policies.schemas import PolicyDocument
 from verifier_service.policies.service import resolve
-from verifier_service.settings import get_settings
+from verifier_service.settings import Settings, get_settings
 
 
 @dataclass
@@ -199,6 +208,146 @@ def _item(
     )
 
 
+def _runs_inline(request: RewardRequest, settings: Settings) -> bool:
+    return bool(request.wait_s) and len(request.items) <= settings.api.inline_max_items
+
+
+def _fast_tier(name: str) -> bool:
+    # A paused tier.fast holds back the inline lane's work too: it waits on the queue.
+    if get_tier(name).queue != "tier.fast":
+        return False
+    try:
+        return "tier.fast" not in paused_now(sync_client(get_settings().broker_url))
+    except RedisError:
+        return True  # the broker is away: the inline lane needs none
+
+
+def _completed(submission: Submission) -> bool:
+    return submission.job.status == "completed"
+
+
+def submit_and_send(
+    request: RewardRequest,
+    principal: AuthenticatedPrincipal,
+    key: str | None,
+    *,
+    inline: bool = False,
+    verdicts: bool = True,
+) -> tuple[str, JobTree | None]:
+    """Store a request and send its work (`dispatch.commit_then_send`): its job id, and the job
+    itself (`views.job_tree`, with its verdicts if `verdicts`) if it finished already.
+
+    Inline (small waiting requests), the fast tiers' work runs in this transaction: no broker
+    round trip, no reload. It holds the write lock for those milliseconds; slower tiers always
+    go through their queues.
+    """
+
+    def store(session: Session) -> Submission:
+        submission = submit(
+            session,
+            request,
+            principal=principal.acting_as,
+            idempotency_key=key,
+            runs_here=_fast_tier if inline else None,
+        )
+        finished = submission.created and _completed(submission)
+        deadline = None
+        if submission.created and submission.deadline_s and not finished:
+            deadline = (submission.job.id, submission.deadline_s)
+        if principal.on_behalf_of and submission.created:
+            auth.record_event(
+                session, principal.name, "job.create_on_behalf", submission.job.id,
+                on_behalf_of=principal.on_behalf_of,
+            )  # fmt: skip
+        outgoing = dispatch.stage(session, submission.ladder, deadline=deadline)
+        if finished:
+            # Finished in the transaction that created it: no one can be waiting on a job whose
+            # id this response is the first to tell, so no wake-up to publish (a Redis round
+            # trip).
+            outgoing.finished_jobs.discard(submission.job.id)
+            outgoing.event_jobs.discard(submission.job.id)
+        return submission
+
+    # A database that drops the connection (a restart) gets two more tries before the caller
+    # sees a 503 with Retry-After.
+    try:
+        submission = dispatch.commit_then_send(store, retries=2, first_delay_s=0.25)
+    except IntegrityError:
+        if key is None:
+            raise
+        # Two requests raced on one Idempotency-Key: this one gets the first's job.
+        submission = dispatch.commit_then_send(store, retries=2, first_delay_s=0.25)
+    finished = None
+    if submission.created and _completed(submission):
+        finished = submission.tree(verdicts)
+    return submission.job.id, finished
+
+
+def _status(job_id: str) -> str | None:
+    with transaction() as session:
+        return job_status(session, job_id)
+
+
+def _load(job_id: str, verdicts: bool = True) -> JobTree:
+    with transaction() as session:
+        return job_tree_of(session, job_id, verdicts)
+
+
+async def submit_and_wait(
+    request: RewardRequest,
+    principal: AuthenticatedPrincipal,
+    idempotency_key: str | None,
+    waiter: JobWaiter,
+    settings: Settings,
+    *,
+    verdicts: bool = True,
+) -> JobOut:
+    """Store and enqueue a request, then wait up to its wait_s for the job; the job as it is
+    (its items' verdicts empty if not `verdicts`).
+
+    Shared by every endpoint that accepts rewards (the reward API and the framework adapters);
+    charges the items to the principal's key's rate limit first.
+    """
+    tree = await submitted_tree(
+        request, principal, idempotency_key, waiter, settings, verdicts=verdicts
+    )
+    return JobOut.model_validate(tree)
+
+
+async def submitted_tree(
+    request: RewardRequest,
+    principal: AuthenticatedPrincipal,
+    idempotency_key: str | None,
+    waiter: JobWaiter,
+    settings: Settings,
+    *,
+    verdicts: bool = True,
+) -> JobTree:
+    """`submit_and_wait`, the job as a tree of plain values (`views.job_tree`); without the
+    items' verdicts if not `verdicts`."""
+    limiter = rate_limiter(settings.broker_url)
+
+    def charged_then_submitted() -> tuple[str, JobTree | None]:  # one trip to the thread pool
+        limiter.items(principal, len(request.items))
+        inline = _runs_inline(request, settings)
+        return submit_and_send(
+            request, principal, idempotency_key, inline=inline, verdicts=verdicts
+        )
+
+    job_id, finished = await run_in_threadpool(charged_then_submitted)
+    if finished is not None:
+        return finished
+    if request.wait_s:
+        with waiter.watch(job_id) as done:
+            # Subscribed first, then checked: a job finishing in between is not missed. A job
+            # that finished before (completed or cancelled: a resent Idempotency-Key) has
+            # nothing left to wait for.
+            if await run_in_threadpool(_status, job_id) not in JOB_FINISHED:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), timeout=request.wait_s)
+    return await run_in_threadpool(_load, job_id, verdicts)
+
+
 def job_status(session: Session, job_id: str) -> str | None:
     """Just the job's status (cheap), or None if there is no such job."""
     job = repository.get_job(session, job_id)
@@ -224,9 +373,7 @@ def job_tree_of(session: Session, job_id: str, verdicts: bool = True) -> JobTree
 def _stalls(session: Session, job: Job, items: Sequence[Item]) -> list[str]:
     """A line for each tier whose queue holds items of this job but has no live worker."""
     running = Counter(
-        resolve(session, job.policy_name, job.policy_version)
-        .document.ladder_for(i.kind)[i.step]
-        .tier
+        job_ladders(session, job).ladder_for(i.kind)[i.step].tier
         for i in items
         if i.state == "running"
     )

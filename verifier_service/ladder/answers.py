@@ -12,10 +12,9 @@ from sqlalchemy.orm import Session
 from tiers.base import Verdict
 from verifier_service.ladder import repository
 from verifier_service.ladder.models import Item, Job
+from verifier_service.ladder.passes import ladder_pass
 from verifier_service.ladder.results import LadderResult
-from verifier_service.ladder.service import LadderPass
 from verifier_service.ladder.states import ItemState
-from verifier_service.policies.service import resolve
 
 
 def lock_job_of_item(session: Session, item_id: str) -> Job | None:
@@ -39,10 +38,9 @@ def record_deferred(
     session.refresh(item)
     if job is None:
         return LadderResult()
-    policy = resolve(session, job.policy_name, job.policy_version)
+    ladder = ladder_pass(session, job)
     if item.state == ItemState.deferred:
-        return LadderPass(session, job, policy).deliver(item, verdict)
-    ladder = LadderPass(session, job, policy)
+        return ladder.deliver(item, verdict)
     if item.state == ItemState.done and step is not None and item.step == step:
         if not ladder.answered(item):
             return ladder.deliver_late(item, verdict)
@@ -60,6 +58,5 @@ def record_deferred_all(
     items = {i.id: i for i in repository.items_by_id(session, [i for i, _ in verdicts])}
     for item in items.values():
         session.refresh(item)
-    policy = resolve(session, job.policy_name, job.policy_version)
     pairs = [(items[i], v) for i, v in verdicts if i in items]
-    return LadderPass(session, job, policy).deliver_all(pairs, step)
+    return ladder_pass(session, job).deliver_all(pairs, step)

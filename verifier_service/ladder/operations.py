@@ -13,11 +13,11 @@ from verifier_service.core.db import utcnow
 from verifier_service.ladder import repository
 from verifier_service.ladder.deferred import handler_for
 from verifier_service.ladder.models import JOB_FINISHED, CostLedgerEntry, Item
+from verifier_service.ladder.passes import ladder_pass
 from verifier_service.ladder.results import LadderResult
 from verifier_service.ladder.schemas import Reward
-from verifier_service.ladder.service import OPEN, LadderPass
+from verifier_service.ladder.service import OPEN
 from verifier_service.ladder.states import Stop, StopKind, reopen
-from verifier_service.policies.service import resolve
 
 #: Where a retried item's first-attempt ledger entry waits while the retry is charged.
 ASIDE = -1
@@ -28,9 +28,8 @@ def advance_job(session: Session, job_id: str) -> LadderResult:
     job = repository.lock_job(session, job_id)
     if job is None or job.status in JOB_FINISHED:
         return LadderResult()
-    policy = resolve(session, job.policy_name, job.policy_version)
     items = [i for i in repository.open_leaf_items(session, job_id) if i.state in OPEN]
-    return LadderPass(session, job, policy).advance(items)
+    return ladder_pass(session, job).advance(items)
 
 
 def expire_job(session: Session, job_id: str) -> LadderResult:
@@ -38,9 +37,8 @@ def expire_job(session: Session, job_id: str) -> LadderResult:
     job = repository.lock_job(session, job_id)
     if job is None or job.status in JOB_FINISHED:
         return LadderResult()
-    policy = resolve(session, job.policy_name, job.policy_version)
     items = repository.open_leaf_items(session, job_id)
-    return LadderPass(session, job, policy).expire(items)
+    return ladder_pass(session, job).expire(items)
 
 
 def cancel_job(session: Session, job_id: str, detail: str) -> LadderResult:
@@ -49,8 +47,7 @@ def cancel_job(session: Session, job_id: str, detail: str) -> LadderResult:
     job = repository.lock_job(session, job_id)
     if job is None or job.status in JOB_FINISHED:
         return LadderResult()
-    policy = resolve(session, job.policy_name, job.policy_version)
-    ladder = LadderPass(session, job, policy)
+    ladder = ladder_pass(session, job)
     ladder.finishes_as = "cancelled"
     ladder.end(repository.open_leaf_items(session, job_id), Stop(StopKind.cancelled, detail))
     return ladder.result
@@ -65,7 +62,7 @@ def revise_reward(session: Session, item_id: str, reward: Reward) -> LadderResul
         raise ValueError(f"no item {item_id!r}")
     job = repository.lock_job(session, item.job_id)
     assert job is not None
-    ladder = LadderPass(session, job, resolve(session, job.policy_name, job.policy_version))
+    ladder = ladder_pass(session, job)
     ladder.revise(item, reward)
     return ladder.result
 
@@ -114,8 +111,7 @@ def retry_items(
     job.status = "running"
     job.finished_at = None
     session.flush()
-    policy = resolve(session, job.policy_name, job.policy_version)
-    result = LadderPass(session, job, policy).advance(failed)
+    result = ladder_pass(session, job).advance(failed)
     session.flush()
     for start, entry in earlier:
         again = repository.ledger_entries(session, [entry.item_id], start)

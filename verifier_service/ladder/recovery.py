@@ -23,6 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 import redis
 import structlog
@@ -44,9 +45,9 @@ from verifier_service.core.presence import (
 from verifier_service.events.webhooks import resend_overdue
 from verifier_service.ladder import dispatch, inflight, repository
 from verifier_service.ladder.models import Job
+from verifier_service.ladder.passes import job_ladders
 from verifier_service.ladder.runs import resend_lost_work
 from verifier_service.metrics import propagation
-from verifier_service.policies.service import resolve
 from verifier_service.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -179,15 +180,10 @@ def resend_lost(settings: Settings, client: redis.Redis, alive: set[str], limit:
         lost[job_id] = sorted(set(lost[job_id]) | set(item_ids))
     resent = 0
     for job_id, item_ids in lost.items():
-        with transaction() as session:
-            job = session.get(Job, job_id)
-            request_id = job.request_id if job is not None else None
-            result = resend_lost_work(session, job_id, item_ids, worker.max_dispatches)
-            outgoing = dispatch.stage(session, result)
-        # The tasks carry the job's request id, as the ones the request caused did.
-        carried = {"request_id": request_id} if request_id else {}
-        with structlog.contextvars.bound_contextvars(job_id=job_id, **carried):
-            dispatch.deliver(outgoing)
+        dispatch.commit_then_send(
+            partial(_resend_job, job_id=job_id, item_ids=item_ids, most=worker.max_dispatches),
+            retries=0,  # the next sweep tries again
+        )
         resent += len(item_ids)
     if resent:
         log.warning(
@@ -200,6 +196,14 @@ def resend_lost(settings: Settings, client: redis.Redis, alive: set[str], limit:
     return resent
 
 
+def _resend_job(session: Session, *, job_id: str, item_ids: list[str], most: int) -> None:
+    job = session.get(Job, job_id)
+    request_id = job.request_id if job is not None else None
+    # The tasks carry the job's request id, as the ones the request caused did.
+    context = {"job_id": job_id} | ({"request_id": request_id} if request_id else {})
+    dispatch.stage(session, resend_lost_work(session, job_id, item_ids, most), context=context)
+
+
 def _not_held_back(
     session: Session, lost: dict[str, list[str]], paused: set[str], lost_since: datetime | None
 ) -> dict[str, list[str]]:
@@ -210,7 +214,7 @@ def _not_held_back(
         job = session.get(Job, job_id)
         if job is None:
             continue
-        doc = resolve(session, job.policy_name, job.policy_version).document
+        doc = job_ladders(session, job)
         keep = []
         for item in repository.items_by_id(session, item_ids):
             waiting = item.claimed_by is None and (

@@ -13,10 +13,9 @@ from verifier_service.core.db import utcnow
 from verifier_service.ladder import repository
 from verifier_service.ladder.execute import TierRun, tier_run
 from verifier_service.ladder.models import JOB_FINISHED, Item, Job
+from verifier_service.ladder.passes import job_ladders, ladder_pass
 from verifier_service.ladder.results import Dispatch, LadderResult
-from verifier_service.ladder.service import LadderPass
 from verifier_service.ladder.states import ItemState, Stop, StopKind, sent_now
-from verifier_service.policies.service import resolve
 
 
 def prepare_tier_run(
@@ -37,8 +36,7 @@ def prepare_tier_run(
         repository.claim(session, [i.id for i in items], worker[:255], utcnow())
     job = repository.get_job(session, items[0].job_id)
     assert job is not None
-    policy = resolve(session, job.policy_name, job.policy_version)
-    config = dict(policy.document.ladder_for(kind)[step].config)
+    config = dict(job_ladders(session, job).ladder_for(kind)[step].config)
     done = repository.existing_verdict_steps(session, [i.id for i in items], step)
     todo = [i for i in items if i.id not in done]
     deadline = job.deadline_at.timestamp() if job.deadline_at is not None else None
@@ -59,7 +57,7 @@ def record_tier_run(
     """Store a tier's verdicts (one per cache key), fill the cache, and advance the items."""
     job = repository.lock_job(session, run.job_id)
     assert job is not None
-    ladder = LadderPass(session, job, resolve(session, job.policy_name, job.policy_version))
+    ladder = ladder_pass(session, job)
     items = _running(session, item_ids, run.step)
     already = repository.existing_verdict_steps(session, [i.id for i in items], run.step)
     ladder.store(run, verdicts, items, already)
@@ -69,7 +67,7 @@ def record_tier_run(
 def _resend(session: Session, job: Job, items: Sequence[Item], parts: int) -> LadderResult:
     """Send running items again, noted as such, split into at most `parts` tasks per tier
     step (one per item when `parts` is at least their number)."""
-    doc = resolve(session, job.policy_name, job.policy_version).document
+    doc = job_ladders(session, job)
     now = utcnow()
     by_step: dict[tuple[str, str, int], list[str]] = defaultdict(list)
     for item in items:
@@ -111,7 +109,7 @@ def resend_lost_work(
     resend = [i for i in items if i.dispatches < max_dispatches]
     result = _resend(session, job, resend, SPLIT_PARTS)
     if given_up:
-        ladder = LadderPass(session, job, resolve(session, job.policy_name, job.policy_version))
+        ladder = ladder_pass(session, job)
         stop = Stop(
             StopKind.lost,
             f"its tier work was sent {max_dispatches} times and never finished (broker restarts "
@@ -129,6 +127,6 @@ def fail_tier_run(session: Session, step: int, item_ids: Sequence[str], stop: St
     job = repository.lock_job(session, job_id) if job_id is not None else None
     if job is None or job.status in JOB_FINISHED:
         return LadderResult()
-    ladder = LadderPass(session, job, resolve(session, job.policy_name, job.policy_version))
+    ladder = ladder_pass(session, job)
     ladder.end(_running(session, item_ids, step), stop)
     return ladder.result

@@ -10,7 +10,7 @@ from verifier_service.console.operations.schemas import Operations, QueueState, 
 from verifier_service.console.params import JobId, NodeName, QueueName
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
-from verifier_service.ladder.dispatch import deliver
+from verifier_service.ladder.dispatch import commit_then_send
 
 router = APIRouter(prefix="/v1/console", tags=["console"])
 
@@ -59,9 +59,8 @@ def undrain_worker(settings: SettingsDep, principal: OperatorPrincipal, node: No
 def retry_job(principal: OperatorPrincipal, job_id: JobId) -> RetryOut:
     """Retry a job's infra_error items (audited): they climb again in the same job and their
     new rewards are the next revisions of the old ones."""
-    with transaction() as session:
-        outgoing, n = ops_service.retry(session, job_id, principal.name)
-    deliver(outgoing)  # after the commit: the tier work, the trainer's events
+    # After the commit: the tier work, the trainer's events.
+    _, n = commit_then_send(lambda session: ops_service.retry(session, job_id, principal.name))
     return RetryOut(job_id=job_id, retried=n)
 
 

@@ -14,7 +14,7 @@ from verifier_service.console.params import JobId, NodeName, QueueName
 from verifier_service.console.render import renderer
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
-from verifier_service.ladder.dispatch import deliver
+from verifier_service.ladder.dispatch import commit_then_send
 
 router = APIRouter(tags=["console pages"], include_in_schema=False)
 
@@ -59,9 +59,7 @@ def worker_form(
 @router.post("/console/jobs/{job_id}/retry")
 def retry_form(job_id: JobId, principal: OperatorForm) -> RedirectResponse:
     """The job page's Retry button: its infra_error items climb again; back to the job."""
-    with transaction() as session:
-        outgoing, _ = ops_service.retry(session, job_id, principal.name)
-    deliver(outgoing)
+    commit_then_send(lambda session: ops_service.retry(session, job_id, principal.name))
     return RedirectResponse(f"/console/jobs/{job_id}", status_code=303)
 
 

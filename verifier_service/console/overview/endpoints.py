@@ -14,7 +14,7 @@ from verifier_service.console.overview.schemas import JobPaths, JobQuery, JobRow
 from verifier_service.console.params import JobId, WindowQuery
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
-from verifier_service.ladder.dispatch import deliver
+from verifier_service.ladder.dispatch import commit_then_send
 
 router = APIRouter(prefix="/v1/console", tags=["console"])
 log = logging.getLogger(__name__)
@@ -55,8 +55,7 @@ def get_job_paths(session: SessionDep, _: OperatorPrincipal, job_id: JobId) -> J
 @router.post("/jobs/{job_id}/cancel")
 def cancel_job(principal: OperatorPrincipal, job_id: JobId) -> JobPaths:
     """Cancel a running job (audited): its unfinished items end as infra_error "cancelled"."""
-    with transaction() as session:
-        outgoing = service.cancel(session, job_id, principal.name)
-    deliver(outgoing)  # after the commit: the trainer's events, waiters woken
+    # After the commit: the trainer's events, waiters woken.
+    commit_then_send(lambda session: service.cancel(session, job_id, principal.name))
     with transaction() as session:
         return service.job_paths(session, job_id)

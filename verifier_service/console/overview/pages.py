@@ -15,9 +15,8 @@ from verifier_service.console.overview import service
 from verifier_service.console.overview.schemas import JobQuery, Window
 from verifier_service.console.params import JobId, WindowQuery
 from verifier_service.console.render import renderer
-from verifier_service.core.db import retried_transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
-from verifier_service.ladder.dispatch import deliver
+from verifier_service.ladder.dispatch import commit_then_send
 
 router = APIRouter(tags=["console pages"], include_in_schema=False)
 
@@ -66,6 +65,5 @@ def job_page(
 @router.post("/console/jobs/{job_id}/cancel")
 def cancel_form(job_id: JobId, principal: OperatorForm) -> RedirectResponse:
     """The job page's Cancel button (a plain form): cancel, then back to the job page."""
-    outgoing = retried_transaction(lambda session: service.cancel(session, job_id, principal.name))
-    deliver(outgoing)
+    commit_then_send(lambda session: service.cancel(session, job_id, principal.name))
     return RedirectResponse(f"/console/jobs/{job_id}", status_code=303)
