@@ -44,6 +44,16 @@ def _definitions(lab_url: str) -> dict[str, Any]:
         },
         "plate": {**common, "mode": "pull", "capacity": 1000, "lease_s": 2},
         "scarce": {**common, "mode": "pull", "capacity": 2, "period_s": 864000, "gather_s": 1.5},
+        # A partner that never answers (nothing listens on its port).
+        "gone": {
+            **common,
+            "mode": "push",
+            "url": f"http://127.0.0.1:{free_port()}/batches",
+            "secret": SECRET,
+            "retry_first_s": 0.3,
+            "retry_max_s": 0.5,
+            "retry_for_s": 2,
+        },
     }
 
 
@@ -70,7 +80,7 @@ def service(tmp_path_factory: pytest.TempPathFactory, lab: Lab) -> Iterator[Serv
             lab.api_base = service.base_url
             lab.api_key = service.create_key("lab", "oracle")
             operator = service.client()
-            for oracle in ("lab", "plate", "scarce"):
+            for oracle in ("lab", "plate", "scarce", "gone"):
                 ladder = [{"tier": "chem.fast"}, {"tier": "oracle", "config": {"oracle": oracle}}]
                 document = {"name": f"with-{oracle}", "ladders": {"molecule": ladder}}
                 made = operator.post("/v1/policies", json={"document": document})
@@ -379,3 +389,47 @@ def test_a_result_after_the_deadline_revises_the_fallback(service: Service) -> N
         changes = client.get("/v1/rewards/changes", params={"since": "0", "limit": 1000}).json()
         mine = [(c["type"], c["revision"]) for c in changes["changes"] if c["job_id"] == job_id]
         assert mine == [("item.finished", 1), ("item.revised", 2)], mine
+
+
+def test_a_failed_measurement_is_tried_once_more_then_is_an_error(service: Service) -> None:
+    molecules = fresh_molecules(1)
+    with service.client() as client, service.client(api_key=_plate_key(service)) as partner:
+        job_id = _submit(client, "with-plate", molecules, deadline_s=120)
+        failed: list[str] = []
+        for attempt in (1, 2):
+            claim = _until(lambda: _claim(partner, "plate"), what=f"claim {attempt}")
+            [item] = claim["batch"]["items"]
+            assert item["payload"]["smiles"] == molecules[0]
+            failed.append(item["item_id"])
+            posted = partner.post(
+                "/v1/oracles/plate/results",
+                json={
+                    "results": [
+                        {"item_id": item["item_id"], "error": f"precipitated in well A{attempt}"}
+                    ]
+                },
+            )
+            assert posted.json() == {"accepted": 1, "duplicates": 0}, posted.text
+            if attempt == 1:  # tried once more: still pending, in a new batch
+                assert _rewards(client, job_id)[0]["status"] == "pending"
+        assert failed[0] != failed[1]
+        job = poll_job(client, f"/v1/jobs/{job_id}", timeout=30)
+        reward = job["items"][0]["reward"]
+        assert (reward["status"], reward["value"]) == ("infra_error", None)
+        assert "oracle could not judge the item: measurement_failed" in reward["reason"]
+        assert "precipitated in well A2" in reward["reason"]
+
+
+def test_a_partner_never_reached_ends_its_items_with_an_error(service: Service) -> None:
+    molecules = fresh_molecules(2)
+    with service.client() as client:
+        job_id = _submit(client, "with-gone", molecules, deadline_s=120)
+        job = poll_job(client, f"/v1/jobs/{job_id}", timeout=60)
+        assert job["status"] == "completed", job
+        for item in job["items"]:
+            reward = item["reward"]
+            assert reward["status"] == "infra_error"
+            assert "oracle could not judge the item: oracle_unreachable" in reward["reason"]
+            assert "ConnectError" in reward["reason"]
+        gone = {o["name"]: o for o in client.get("/v1/oracles").json()}["gone"]
+        assert gone["items"] == {"failed": 2}
