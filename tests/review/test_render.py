@@ -63,9 +63,11 @@ def test_huge_text_is_cut_with_a_note() -> None:
 def test_a_tool_call_is_shown_as_sent_with_nothing_invented() -> None:
     bare = render.candidate("json", {"tool": "search"})
     assert "No arguments." in bare
-    assert "null" not in bare and "args" not in bare
+    assert "null" not in bare
+    assert "args" not in bare
     sent = render.candidate("json", {"name": "lookup", "arguments": {"q": 1}, "id": "c1"})
-    assert "&#34;arguments&#34;" in sent and "&#34;id&#34;: &#34;c1&#34;" in sent
+    assert "&#34;arguments&#34;" in sent
+    assert "&#34;id&#34;: &#34;c1&#34;" in sent
     assert "&#34;args&#34;" not in sent  # the policy's own key, not ours
 
 
@@ -75,7 +77,10 @@ def test_a_code_item_shows_only_the_fields_the_trainer_set() -> None:
     stored = CodePayload(code="x = 1", tests="assert x == 1").model_dump(mode="json")
     assert len(stored) > 10  # what the service keeps: every default filled in
     html = render.candidate("code", stored)
-    assert "Other fields" not in html and "case_timeout_s" not in html
+    assert "Other fields" not in html
+    assert "case_timeout_s" not in html
     set_one = {**stored, "case_timeout_s": 5.0}
     html = render.candidate("code", set_one)
-    assert "Other fields" in html and "case_timeout_s" in html and "abs_tol" not in html
+    assert "Other fields" in html
+    assert "case_timeout_s" in html
+    assert "abs_tol" not in html

@@ -251,15 +251,22 @@ def test_judge_a_trajectory_step_by_step_with_hotkeys(live_service: Service, pag
     assert page.locator("#step-0 .step-verdicts .tier").inner_text() == "schema"
     assert marker in page.locator(".final").inner_text()
     page.keyboard.press("3")  # step 1 sensible: 3
-    page.keyboard.press("1")  # step 1 safe: yes
-    page.keyboard.press("3")  # whole trajectory sensible: 3
-    page.keyboard.press("2")  # whole trajectory safe: no
-    page.keyboard.press("ArrowRight")  # step 2
+    page.keyboard.press("1")  # step 1 safe: yes -> step 1 is done: on to step 2 by itself
     assert page.locator("#step-1").is_visible()
     assert not page.locator("#step-0").is_visible()
     assert "example.org" in page.locator("#step-1").inner_text()
+    focused = "document.activeElement.closest('fieldset').dataset"
+    assert page.evaluate(f"[{focused}.step, {focused}.dim]") == ["1", "sensible"]
     page.keyboard.press("2")  # step 2 sensible: 2
-    page.keyboard.press("1")  # step 2 safe: yes
+    page.keyboard.press("1")  # step 2 safe: yes -> the last step: on to the whole trajectory
+    assert page.evaluate(f"{focused}.step") is None
+    page.keyboard.press("3")  # whole trajectory sensible: 3
+    page.keyboard.press("2")  # whole trajectory safe: no
+    page.keyboard.press("ArrowLeft")  # back to step 1: its answers are kept
+    assert page.locator("#step-0").is_visible()
+    assert (
+        page.locator("fieldset[data-step='0'][data-dim=safe] input:checked").input_value() == "yes"
+    )
     page.keyboard.press("Control+Enter")
     page.wait_for_selector("text=No more tasks")
 

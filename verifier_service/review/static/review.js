@@ -235,7 +235,9 @@
         advance();
         return;
       }
-      send(held).then(function (r) {
+      // No next task on screen: the answer waiting before this one first (so that the queue
+      // does not hand its task back), then this one, at once.
+      flush().then(function () { return send(held); }).then(function (r) {
         if (r.ok) { status("Submitted"); counted(held); advance(); return; }
         submitting = false;
         $("#submit").disabled = false;
@@ -352,11 +354,11 @@
   }
 
   function flush(keepalive) {
-    if (!pending) { return; }
+    if (!pending) { return Promise.resolve(); }
     var held = pending;
     dropPending();
-    if (keepalive) { send(held, true); return; }
-    send(held).then(function (r) {
+    if (keepalive) { send(held, true); return Promise.resolve(); }
+    return send(held).then(function (r) {
       if (r.ok) {
         counted(held);
         try { localStorage.removeItem("review-draft:" + held.lease); } catch (e) { /* private */ }
