@@ -172,9 +172,11 @@ def _item(text: str, **metadata: Any) -> dict[str, Any]:
     }
 
 
-def _post(service: Service, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _post(
+    service: Service, items: list[dict[str, Any]], deadline_s: float | None = None
+) -> list[dict[str, Any]]:
     with service.client(timeout=120) as client:
-        body = {"policy": "qa-judge", "items": items, "wait_s": 60}
+        body = {"policy": "qa-judge", "items": items, "wait_s": 60, "deadline_s": deadline_s}
         response = client.post("/v1/rewards", json=body)
         assert response.status_code in (200, 202), response.text
         if response.status_code == 202:
@@ -250,12 +252,17 @@ def test_a_dead_endpoint_is_infra_error_naming_it_not_zeros(
     stub.stop()
     try:
         items = [_item(f"<answer>Paris is it ({i})</answer>", n=10 + i) for i in range(6)]
-        rewards = [i["reward"] for i in _post(judge_service, items)]
+        # The judge waits for a dead endpoint until the job's deadline (less 2 s), then says so.
+        started = time.monotonic()
+        rewards = [i["reward"] for i in _post(judge_service, items, deadline_s=6)]
+        waited = time.monotonic() - started
     finally:
         stub.start()
     assert {r["status"] for r in rewards} == {"infra_error"}
     assert all(r["value"] is None for r in rewards)
     assert all("judge endpoint 'judge'" in r["reason"] for r in rewards)
+    assert all("endpoint_down_until_deadline" in r["reason"] for r in rewards)
+    assert waited >= 3, waited
 
 
 def test_a_policy_naming_an_unknown_endpoint_is_refused(judge_service: Service) -> None:

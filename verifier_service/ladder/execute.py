@@ -87,7 +87,10 @@ def item_cache_key(tier_name: str, config: dict[str, object], item: Item) -> str
     """An item's cache key for a tier under a config (the candidate parsed only when this
     process has not derived the key before)."""
     tier = get_tier(tier_name)
-    if getattr(tier, "cheap_canonical_payload", False):
+    reads_around = getattr(tier, "reads_trajectory", False) or getattr(tier, "reads_group", False)
+    if getattr(tier, "cheap_canonical_payload", False) or reads_around:
+        # (a tier that reads an item's trajectory or group keys on them too: not memoised by
+        # the item's own content)
         # The key is a hash of the candidate's JSON text, as the memo's digest would be: a memo
         # entry would save nothing, and a trainer's one-off tool calls would fill the memo
         # (about 270 bytes each, 65,536 by default) and push out keys that were worth keeping.
