@@ -1,14 +1,16 @@
-"""A simulated lab: a real HTTP service a test starts. It takes pushed batches (checking our
-signature with the trainer client's `verify_webhook`, as a partner would), and after a delay
-posts each molecule's hidden property back to the service under its oracle key: Crippen logP as
-RDKit computes it, a number no tier of the ladder reports under that name. It can be down (503)
-for a while, and it can be a pull client that claims, heartbeats and posts."""
+"""A simulated lab and a simulated market: real HTTP services a test starts. Each takes pushed
+batches (checking our signature with the trainer client's `verify_webhook`, as a partner would),
+and after a delay posts its results back to the service under its oracle key. The lab returns
+each molecule's hidden property, Crippen logP as RDKit computes it (a number no tier of the
+ladder reports under that name); the market returns what a trading action made on a replayed
+price series once its window closed. A partner can be down (503) for a while."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urljoin
@@ -28,19 +30,45 @@ def hidden_logp(smiles: str) -> float:
     return round(float(Crippen.MolLogP(mol)), 4)
 
 
-def results_for(batch: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {"item_id": i["item_id"], "values": {"logp": hidden_logp(i["payload"]["smiles"])}}
-        for i in batch["items"]
-    ]
+def logp_of(item: dict[str, Any]) -> dict[str, float]:
+    return {"logp": hidden_logp(item["payload"]["smiles"])}
+
+
+#: The market's replayed price series (one price per tick).
+PRICES = [100.0, 101.5, 99.0, 102.25, 104.0, 103.5, 98.75, 97.0, 99.5, 105.0, 106.25, 104.5]
+
+
+def market_pnl(action: dict[str, Any]) -> float:
+    """What a trading action made once its window closed: bought (or sold short) `qty` at tick
+    `at`, closed `window` ticks later, at the replayed prices."""
+    side = 1.0 if action["side"] == "buy" else -1.0
+    start, end = PRICES[action["at"]], PRICES[action["at"] + action["window"]]
+    return round(side * action["qty"] * (end - start), 6)
+
+
+def pnl_of(item: dict[str, Any]) -> dict[str, float]:
+    return {"pnl": market_pnl(item["payload"])}
+
+
+def results_for(
+    batch: dict[str, Any], measure: Callable[[dict[str, Any]], dict[str, float]] = logp_of
+) -> list[dict[str, Any]]:
+    return [{"item_id": i["item_id"], "values": measure(i)} for i in batch["items"]]
 
 
 class Lab:
     """The lab's HTTP server (push mode) and its side of the protocol."""
 
-    def __init__(self, secret: str, port: int = 0, delay_s: float = 0.3) -> None:
+    def __init__(
+        self,
+        secret: str,
+        port: int = 0,
+        delay_s: float = 0.3,
+        measure: Callable[[dict[str, Any]], dict[str, float]] = logp_of,
+    ) -> None:
         self.secret = secret
         self.delay_s = delay_s
+        self.measure = measure
         self.down = False
         self.api_base = ""  # the service's URL, known once it runs
         self.api_key = ""  # the lab's oracle key
@@ -88,7 +116,9 @@ class Lab:
         url = urljoin(self.api_base, batch["results_url"])
         headers = {"Authorization": f"Bearer {self.api_key}"}
         self.posted.append(
-            httpx.post(url, json={"results": results_for(batch)}, headers=headers, timeout=30)
+            httpx.post(
+                url, json={"results": results_for(batch, self.measure)}, headers=headers, timeout=30
+            )
         )
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from lab_sim import Lab, hidden_logp, results_for
+from lab_sim import Lab, hidden_logp, market_pnl, pnl_of, results_for
 from support import Service, free_port, fresh_molecules, poll_job, private_backends, start_service
 
 from verifier_service.oracle import signing
@@ -28,7 +28,15 @@ SCHEMA = {"logp": {"unit": "log units", "min": -30, "max": 30}}
 SCORE = {"field": "logp", "low": -10.0, "high": 10.0}
 
 
-def _definitions(lab_url: str) -> dict[str, Any]:
+ACTION = {
+    "type": "object",
+    "required": ["side", "qty", "at", "window"],
+    "properties": {"side": {"enum": ["buy", "sell"]}, "qty": {"type": "integer", "minimum": 1},
+                   "at": {"type": "integer"}, "window": {"type": "integer", "minimum": 1}},
+}  # fmt: skip
+
+
+def _definitions(lab_url: str, market_url: str) -> dict[str, Any]:
     common = {"result_schema": SCHEMA, "score": SCORE, "turnaround_s": 60, "price_per_item": 40}
     return {
         "lab": {
@@ -44,6 +52,15 @@ def _definitions(lab_url: str) -> dict[str, Any]:
         },
         "plate": {**common, "mode": "pull", "capacity": 1000, "lease_s": 2},
         "scarce": {**common, "mode": "pull", "capacity": 2, "period_s": 864000, "gather_s": 1.5},
+        "market": {
+            "mode": "push",
+            "url": market_url,
+            "secret": SECRET,
+            "capacity": 1000,
+            "result_schema": {"pnl": {"unit": "USD"}},
+            "turnaround_s": 60,
+            "score": {"field": "pnl", "low": -100.0, "high": 100.0},
+        },
         # A partner that never answers (nothing listens on its port).
         "gone": {
             **common,
@@ -65,26 +82,38 @@ def lab() -> Iterator[Lab]:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory, lab: Lab) -> Iterator[Service]:
+def market() -> Iterator[Lab]:
+    market = Lab(SECRET, port=free_port(), delay_s=1.0, measure=pnl_of)  # the window closes
+    yield market
+    market.close()
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory, lab: Lab, market: Lab) -> Iterator[Service]:
     with private_backends("oracle") as (pg_url, broker_url):
         service = start_service(
             tmp_path_factory.mktemp("oracle"),
             "ladder,tier.fast,callbacks",
             VERIFIER_DATABASE__URL=pg_url,
             VERIFIER_BROKER__URL=broker_url,
-            VERIFIER_ORACLES__DEFINITIONS=json.dumps(_definitions(lab.url)),
+            VERIFIER_ORACLES__DEFINITIONS=json.dumps(_definitions(lab.url, market.url)),
             VERIFIER_API__OUTBOX_SWEEP_S="0.5",
             VERIFIER_API__OUTBOX_GRACE_S="0.5",
         )
         try:
             lab.api_base = service.base_url
             lab.api_key = service.create_key("lab", "oracle")
+            market.api_base = service.base_url
+            market.api_key = service.create_key("market", "oracle")
             operator = service.client()
             for oracle in ("lab", "plate", "scarce", "gone"):
                 ladder = [{"tier": "chem.fast"}, {"tier": "oracle", "config": {"oracle": oracle}}]
                 document = {"name": f"with-{oracle}", "ladders": {"molecule": ladder}}
                 made = operator.post("/v1/policies", json={"document": document})
                 assert made.status_code == 201, made.text
+            ladder = [{"tier": "schema"}, {"tier": "oracle", "config": {"oracle": "market"}}]
+            document = {"name": "with-market", "ladders": {"json": ladder}}
+            assert operator.post("/v1/policies", json={"document": document}).status_code == 201
             document = {"name": "fast-only", "ladders": {"molecule": [{"tier": "chem.fast"}]}}
             assert operator.post("/v1/policies", json={"document": document}).status_code == 201
             yield service
@@ -433,3 +462,26 @@ def test_a_partner_never_reached_ends_its_items_with_an_error(service: Service) 
             assert "ConnectError" in reward["reason"]
         gone = {o["name"]: o for o in client.get("/v1/oracles").json()}["gone"]
         assert gone["items"] == {"failed": 2}
+
+
+def test_a_market_scores_trading_actions_once_their_window_closes(
+    service: Service, market: Lab
+) -> None:
+    actions = [
+        {"side": "buy", "qty": 5, "at": 0, "window": 4},  # 100 -> 104: +20 USD
+        {"side": "sell", "qty": 5, "at": 4, "window": 3},  # 104 -> 97, short: +35 USD
+        {"side": "buy", "qty": 5, "at": 5, "window": 1},  # 103.5 -> 98.75: -23.75 USD
+    ]
+    items = [{"kind": "json", "payload": a, "reference": {"schema": ACTION}} for a in actions]
+    with service.client() as client:
+        posted = client.post("/v1/rewards", json={"policy": "with-market", "items": items})
+        assert posted.status_code == 202, posted.text
+        job = poll_job(client, f"/v1/jobs/{posted.json()['id']}", timeout=60)
+        assert job["status"] == "completed", job
+        for action, item in zip(actions, job["items"], strict=True):
+            expected = min(1.0, max(0.0, (market_pnl(action) + 100.0) / 200.0))
+            reward = item["reward"]
+            assert (reward["status"], reward["fidelity"]) == ("scored", "oracle")
+            assert reward["value"] == pytest.approx(expected)
+        values = [i["reward"]["value"] for i in job["items"]]
+        assert values == pytest.approx([0.6, 0.675, 0.38125])  # +20, +35, -23.75 USD
