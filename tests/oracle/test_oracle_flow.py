@@ -22,7 +22,7 @@ from verifier_service.jobs import service as jobs
 from verifier_service.jobs.schemas import RewardRequest
 from verifier_service.ladder.models import Item
 from verifier_service.ladder.operations import cancel_job, expire_job
-from verifier_service.oracle import service
+from verifier_service.oracle import service, views
 from verifier_service.oracle.errors import LeaseLostError, ResultConflictError
 from verifier_service.oracle.schemas import ClaimOut, ResultsIn
 from verifier_service.policies import service as policies
@@ -37,6 +37,7 @@ DEFINITION = {
     "period_s": 864000,
     "batch_size": 2,
     "lease_s": 0.5,
+    "turnaround_s": 0.5,
     "result_schema": {"pnl": {"unit": "USD"}},
     "score": {"field": "pnl", "low": -100, "high": 100},
 }
@@ -124,6 +125,9 @@ def test_capacity_batches_and_a_lease_that_expires(database: str) -> None:
     again = _claim()
     assert again is not None
     assert again.batch.batch_id in (first.batch.batch_id, second.batch.batch_id)
+    with transaction() as session:
+        [plate] = views.overview(session)
+    assert (plate.in_flight, plate.overdue_batches, plate.turnaround_p50_s) == (3, 2, None)
     held = first if again.batch.batch_id == first.batch.batch_id else second
     with transaction() as session, pytest.raises(LeaseLostError):
         service.heartbeat(session, PLATE, PARTNER, held.batch.batch_id, held.lease_id)
@@ -137,8 +141,12 @@ def test_capacity_batches_and_a_lease_that_expires(database: str) -> None:
     assert [(r["status"], r["value"], r["revision"]) for r in scored] == [("scored", 0.75, 1)] * 3
     assert service.select(PLATE) == 0  # the period's capacity is spent
     with transaction() as session:
-        [plate] = service.overview(session)
+        [plate] = views.overview(session)
     assert (plate.used_this_period, plate.items) == (3, {"answered": 3, "not_selected": 2})
+    assert (plate.in_flight, plate.overdue_batches) == (0, 0)
+    assert plate.turnaround_p50_s is not None
+    assert plate.turnaround_p95_s is not None
+    assert 0.7 <= plate.turnaround_p50_s <= plate.turnaround_p95_s < 30
 
 
 def test_a_late_result_revises_and_a_cancel_withdraws(database: str) -> None:
@@ -163,5 +171,5 @@ def test_a_late_result_revises_and_a_cancel_withdraws(database: str) -> None:
     assert (revised["fidelity"], revised["value"], revised["revision"]) == ("oracle", 0.0, 2)
     assert _rewards(cancelled_job) == [cancelled]
     with transaction() as session:
-        [plate] = service.overview(session)
+        [plate] = views.overview(session)
     assert plate.items == {"answered": 1, "withdrawn": 1}

@@ -66,7 +66,7 @@ def post_results(oracle: OracleName, body: ResultsIn, principal: OraclePrincipal
 @router.get("")
 def list_oracles(session: SessionDep, _: OperatorPrincipal) -> list[OracleOut]:
     """Every oracle defined: its capacity, used this period, and its items by state."""
-    return service.overview(session)
+    return views.overview(session)
 
 
 @router.get("/{oracle}/batches/{batch_id}")

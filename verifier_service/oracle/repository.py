@@ -115,3 +115,28 @@ def batches(session: Session, oracle: str, limit: int = 50) -> list[OracleBatch]
         .limit(limit)
     )
     return list(session.scalars(query))
+
+
+def overdue_batches(session: Session, oracle: str, now: datetime) -> int:
+    """Batches of `oracle` past their due time with results still missing."""
+    query = select(func.count()).where(
+        OracleBatch.oracle == oracle,
+        OracleBatch.state.in_(("sending", "sent", "open", "leased")),
+        OracleBatch.due_at < now,
+    )
+    return int(session.scalar(query) or 0)
+
+
+def turnarounds(session: Session, oracle: str, limit: int = 500) -> list[tuple[datetime, datetime]]:
+    """(selected_at, answered_at) of the latest results of `oracle`."""
+    query = (
+        select(OracleItem.selected_at, OracleItem.answered_at)
+        .where(
+            OracleItem.oracle == oracle,
+            OracleItem.answered_at.is_not(None),
+            OracleItem.selected_at.is_not(None),
+        )
+        .order_by(OracleItem.answered_at.desc())
+        .limit(limit)
+    )
+    return [(a, b) for a, b in session.execute(query) if a is not None and b is not None]

@@ -111,4 +111,8 @@ class OracleOut(BaseModel):
     capacity: int
     period_s: float
     used_this_period: int
+    in_flight: int = Field(description="Items sent and waiting for their result.")
+    overdue_batches: int = Field(description="Batches past their due time, results missing.")
+    turnaround_p50_s: float | None = Field(description="Median selection-to-result time.")
+    turnaround_p95_s: float | None = Field(description="95th percentile of the same.")
     items: dict[str, int] = Field(description="Items by state.")

@@ -53,7 +53,6 @@ from verifier_service.oracle.schemas import (
     BatchItemOut,
     BatchOut,
     ClaimOut,
-    OracleOut,
     ResultsIn,
     ResultsOut,
 )
@@ -414,23 +413,3 @@ def fail_batch(batch_id: str, reason: str, detail: str) -> None:
                 staged.append(dispatch.stage(session, ladder))
         for one in staged:
             dispatch.deliver(one)
-
-
-# ---------------------------------------------------------------- operators
-
-
-def overview(session: Session) -> list[OracleOut]:
-    now = utcnow()
-    return [
-        OracleOut(
-            name=name,
-            mode=found.mode,
-            capacity=found.capacity,
-            period_s=found.period_s,
-            used_this_period=repository.selected_since(
-                session, name, period_start(now, found.period_s)
-            ),
-            items=repository.counts(session, name),
-        )
-        for name, found in sorted(definitions().items())
-    ]

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from sqlalchemy.orm import Session
 
+from verifier_service.core.db import utcnow
 from verifier_service.oracle import repository
 from verifier_service.oracle.errors import UnknownBatchError
 from verifier_service.oracle.models import OracleBatch
-from verifier_service.oracle.schemas import AttemptOut, BatchStatusOut
+from verifier_service.oracle.schemas import AttemptOut, BatchStatusOut, OracleOut
+from verifier_service.oracle.service import definitions, period_start
 
 
 def batch_status(session: Session, oracle: str, batch_id: str) -> BatchStatusOut:
@@ -25,3 +30,32 @@ def batch_status(session: Session, oracle: str, batch_id: str) -> BatchStatusOut
             for a in repository.attempts(session, batch_id)
         ],
     )  # fmt: skip
+
+
+def _quantile(values: Sequence[float], q: float) -> float | None:
+    """The `q` quantile of `values` (nearest rank), None when there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def overview(session: Session) -> list[OracleOut]:
+    """Every oracle: capacity used this period, in flight, overdue, turnaround, items."""
+    now, out = utcnow(), []
+    for name, found in sorted(definitions().items()):
+        counts = repository.counts(session, name)
+        waits = [(b - a).total_seconds() for a, b in repository.turnarounds(session, name)]
+        out.append(
+            OracleOut(
+                name=name, mode=found.mode, capacity=found.capacity, period_s=found.period_s,
+                used_this_period=repository.selected_since(
+                    session, name, period_start(now, found.period_s)
+                ),
+                in_flight=counts.get("batched", 0),
+                overdue_batches=repository.overdue_batches(session, name, now),
+                turnaround_p50_s=_quantile(waits, 0.5), turnaround_p95_s=_quantile(waits, 0.95),
+                items=counts,
+            )
+        )  # fmt: skip
+    return out
