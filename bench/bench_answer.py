@@ -15,8 +15,13 @@ One run, one machine:
 4. A batch of runaways (`10^{10^{10^{10}}}`, `99999999!`, ...) with ordinary answers mixed in,
    through the worker, and one runaway alone through the inline lane: wall time to the rewards.
 
+5. `--tier-only`: no service; the `answer` tier in this process (its pool of math children)
+   on the same pairs, items/s and how many were decided exactly without sympy (whole numbers
+   and fractions of them on both sides).
+
     .venv/bin/python bench/bench_answer.py                  # ~2-3 minutes on 2 cores
     .venv/bin/python bench/bench_answer.py --n 2000 --json out.json
+    .venv/bin/python bench/bench_answer.py --tier-only      # the tier alone, ~1 minute
 """
 
 from __future__ import annotations
@@ -88,6 +93,58 @@ def bare_loop(items: list[tuple[str, str, bool]]) -> tuple[float, list[bool]]:
         pred = parse(f"\\boxed{{{answer}}}", targets)
         results.append(bool(verify(gold, pred)))
     return time.perf_counter() - started, results
+
+
+def tier_only(items: list[tuple[str, str, bool]], integers_only: bool) -> dict[str, Any]:
+    """The `answer` tier in this process on the pairs (math policy config): items/s, agreement
+    with what the generator meant, and how many skipped sympy. `integers_only`: as the tier was
+    before fractions of whole numbers were compared exactly (only whole numbers skip sympy)."""
+    from fractions import Fraction
+
+    from tiers.base import Candidate
+    from tiers.text import answer as answer_tier
+
+    rational = answer_tier._rational
+    if integers_only:
+
+        def whole(text: str) -> Fraction | None:
+            value = answer_tier._integer(text.strip())
+            return None if value is None else Fraction(value)
+
+        answer_tier._rational = whole
+
+    tier = answer_tier.AnswerTier()
+    config = {"mode": "math", "extract": ["boxed", "answer_tag", "answer_is"]}
+    candidates = [
+        Candidate(
+            kind="text",
+            payload=_item(a, r)["payload"],
+            reference={"answer": r},
+        )
+        for a, r, _ in items
+    ]
+    tier.verify_batch(candidates[:4], config)  # start the pool's children
+    exact = sum(
+        answer_tier._rational(a) is not None and answer_tier._rational(r) is not None
+        for a, r, _ in items
+    )
+    started = time.perf_counter()
+    verdicts = []
+    for i in range(0, len(candidates), 50):
+        verdicts.extend(tier.verify_batch(candidates[i : i + 50], config))
+    wall = time.perf_counter() - started
+    answer_tier._rational = rational
+    wrong = sum(
+        (v.components.get("correct") == 1.0) != e
+        for v, (_, _, e) in zip(verdicts, items, strict=True)
+    )
+    return {
+        "integers_only": integers_only,
+        "pairs": len(items),
+        "tier_items_per_s": round(len(items) / wall, 1),
+        "decided_without_sympy": exact,
+        "wrong_vs_expected": wrong,
+    }
 
 
 def _item(answer: str, reference: str) -> dict[str, Any]:
@@ -164,7 +221,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4, help="concurrent requests")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--tier-only",
+        action="store_true",
+        help="the tier in-process only: whole numbers alone skipping sympy, then fractions too "
+        "(twice each, alternating)",
+    )
     args = parser.parse_args(argv)
+    if args.tier_only:
+        items = pairs(args.n, args.seed)
+        runs = [tier_only(items, integers_only=flag) for flag in (True, False, True, False)]
+        print(json.dumps(runs, indent=2))
+        return 0
 
     from bench_load import postgres  # the live stack: PostgreSQL, Redis, API, Celery worker
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
 from functools import partial
 from typing import Any, ClassVar
 
@@ -163,9 +164,9 @@ class AnswerTier:
         answer = nfkc(answer)
         if foreign_digits(answer):
             return Comparison(False, False, problem="foreign_digits")
-        number = _integer(answer)
-        if number is not None:  # whole numbers on both sides need no sympy: equal or not
-            expected = [_integer(r) for r in references]
+        number = _rational(answer)
+        if number is not None:  # whole numbers and fractions of them need no sympy
+            expected = [_rational(nfkc(r)) for r in references]
             if all(e is not None for e in expected):
                 hits = [i for i, e in enumerate(expected) if e == number]
                 return Comparison(True, bool(hits), hits[0] if hits else -1, answer)
@@ -255,6 +256,23 @@ _MODE_NOUN = {
 }
 
 
+def _rational(text: str) -> Fraction | None:
+    """A whole number (see `_integer`) or a fraction of two (`\\frac{6}{8}`, `-\\dfrac{1}{2}`,
+    `3/4`), exactly; else None. Decimals are left to math-verify and its 6-place rounding."""
+    text = text.strip()
+    whole = _integer(text)
+    if whole is not None:
+        return Fraction(whole)
+    m = _FRACTION.match(text) if len(text) <= 60 else None
+    if m is None:
+        return None
+    numerator, denominator = int(m["num"] or m["n2"]), int(m["den"] or m["d2"])
+    if denominator == 0:
+        return None
+    value = Fraction(numerator, denominator)
+    return -value if m["sign"] else value
+
+
 def _integer(text: str) -> int | None:
     """A whole number written plainly (`-12`, `1,234`, `12.0`), else None; anything else goes
     to math-verify, which compares decimals after rounding to 6 places."""
@@ -273,4 +291,9 @@ def _scientific(text: str) -> str:
     return f"{m[1]} \\times 10^{{{m[2]}}}" if m else text
 
 
+_FRACTION = re.compile(
+    r"^(?P<sign>-)?\s*(?:\\[dt]?frac\{\s*(?P<num>-?[0-9]{1,18})\s*\}\{\s*(?P<den>-?[0-9]{1,18})\s*\}"
+    r"|(?P<n2>-?[0-9]{1,18})\s*/\s*(?P<d2>[0-9]{1,18}))$",
+    re.ASCII,
+)
 _INTEGER = re.compile(r"^-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.0*)?$", re.ASCII)
