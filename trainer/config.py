@@ -52,13 +52,28 @@ class ModelConfig(_Section):
     n_head: int = Field(default=4, ge=1)
     n_embd: int = Field(default=128, ge=8)
     n_positions: int = Field(default=128, ge=16, description="Longest sequence, in tokens.")
-    tokenizer: Literal["char", "atom"] = Field(
+    tokenizer: Literal["char", "atom", "text"] = Field(
         default="char",
-        description="char: one token per character; atom: one per SMILES atom (Cl, [nH], %10 "
-        "are single tokens), bracket atoms taken from the warm-start corpus.",
+        description="char: one token per SMILES character; atom: one per SMILES atom (Cl, "
+        "[nH], %10 are single tokens), bracket atoms taken from the warm-start corpus; text: "
+        "one per printable ASCII character (the arithmetic task).",
     )
     prompt: str = Field(
         default="<bos>", description="Prompt of every generation (the BOS token for SMILES LMs)."
+    )
+
+
+class ArithmeticConfig(_Section):
+    """The arithmetic task: `a+b=` answered as `\\boxed{a+b}`, rewarded by a text policy."""
+
+    digits: int = Field(default=2, ge=1, le=6, description="Digits of each operand.")
+    warm_questions: int = Field(
+        default=2000, ge=1, description="Worked sums the warm start trains on."
+    )
+    eval_questions: int = Field(
+        default=200,
+        ge=1,
+        description="Held-out sums answered greedily before and after GRPO (never trained on).",
     )
 
 
@@ -127,6 +142,12 @@ class TrainConfig(_Section):
         ge=1,
         description="torch intra-op threads; 1 keeps a tiny model fast on a busy shared CPU.",
     )
+    task: Literal["molecule", "arithmetic"] = Field(
+        default="molecule",
+        description="molecule: SMILES scored as `molecule` items; arithmetic: sums answered "
+        "in \\boxed{} and scored as `text` items against the sum.",
+    )
+    arithmetic: ArithmeticConfig = Field(default_factory=ArithmeticConfig)
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)

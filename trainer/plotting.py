@@ -106,6 +106,8 @@ def plot_reward_curve(
     reward_key: str,
     validity_key: str,
     title: str,
+    validity_label: str = "validity",
+    eval_key: str | None = None,
     ledger_prefix: str | None = None,
     fidelity_prefix: str | None = None,
 ) -> Path:
@@ -129,7 +131,16 @@ def plot_reward_curve(
     )
     ax = axes[0][0]
     _line(ax, steps, _series(rows, reward_key), window, color="tab:blue", label="mean reward")
-    _line(ax, steps, _series(rows, validity_key), window, color="tab:green", label="validity")
+    _line(ax, steps, _series(rows, validity_key), window, color="tab:green", label=validity_label)
+    if eval_key is not None:
+        evals = [r for r in read_metrics(metrics) if eval_key in r]
+        ax.plot(
+            [int(r["step"]) for r in evals],
+            [float(r[eval_key]) for r in evals],
+            "D--",
+            color="tab:red",
+            label="held-out accuracy (greedy)",
+        )
     ax.set_xlabel("GRPO step")
     ax.set_ylim(0, 1.02)
     ax.set_title(title)

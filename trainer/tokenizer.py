@@ -20,7 +20,9 @@ ATOM_BASE = [
     *"()=#-+:/\\.@*%",
     *"0123456789",
 ]
-TokenizerKind = Literal["char", "atom"]
+# Printable ASCII and the space: questions, \boxed{}, short words.
+TEXT_ALPHABET = "".join(chr(c) for c in range(32, 127))
+TokenizerKind = Literal["char", "atom", "text"]
 
 
 def atom_tokens(smiles: str) -> list[str]:
@@ -52,11 +54,14 @@ def _fast(vocab_tokens: Iterable[str], pattern: str) -> Any:
 def build_tokenizer(kind: TokenizerKind = "char", corpus: Iterable[str] = ()) -> Any:
     """A `PreTrainedTokenizerFast` with PAD/BOS/EOS/UNK.
 
-    `char`: one token per character. `atom`: one per SMILES atom or bond symbol, with the
-    bracket atoms found in `corpus` added to the vocabulary (others read as UNK).
+    `char`: one token per SMILES character; `text`: per printable ASCII character. `atom`: one
+    per SMILES atom or bond symbol, with the bracket atoms found in `corpus` added to the
+    vocabulary (others read as UNK).
     """
     if kind == "char":
         return _fast(ALPHABET, ".")
+    if kind == "text":
+        return _fast(TEXT_ALPHABET, ".")
     brackets = sorted({t for s in corpus for t in atom_tokens(s) if t.startswith("[")})
     rings = sorted({t for s in corpus for t in atom_tokens(s) if t.startswith("%")})
     return _fast([*ATOM_BASE, *brackets, *rings], ATOM_PATTERN)

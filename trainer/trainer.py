@@ -10,12 +10,13 @@ from typing import Any
 
 from rich.console import Console
 
+from trainer import arithmetic
 from trainer.config import TrainConfig
 from trainer.model import build_model
 from trainer.plotting import plot_reward_curve, read_metrics
 from trainer.warmstart import load_smiles, sample_validity, warm_start
 from verifier_service.client import VerifierClient
-from verifier_service.client.mappings import SmilesMapping
+from verifier_service.client.mappings import ItemMapping, SmilesMapping, TextMapping
 from verifier_service.client.trl import AsyncTRLReward, TRLReward
 
 console = Console(stderr=True)
@@ -23,6 +24,8 @@ console = Console(stderr=True)
 REWARD_NAME = "verifier"
 REWARD_KEY = f"rewards/{REWARD_NAME}/mean"
 VALIDITY_KEY = "rewards/molecule_validity/mean"
+ACCURACY_KEY = "rewards/arithmetic_accuracy/mean"
+EVAL_ACCURACY_KEY = "eval/accuracy"
 LEDGER_PREFIX = f"{REWARD_NAME}/ledger/"
 FIDELITY_PREFIX = f"{REWARD_NAME}/fidelity/"
 WARM_VALIDITY_KEY = "warm_start/valid"
@@ -93,16 +96,25 @@ def _window_mean(rows: list[dict[str, Any]], key: str, first: bool, k: int) -> f
     return sum(part) / len(part)
 
 
-def summarize(metrics: Path, plot: Path, model_dir: Path, window: int = 5) -> RunSummary:
+def summarize(
+    metrics: Path,
+    plot: Path,
+    model_dir: Path,
+    window: int = 5,
+    check_key: str = VALIDITY_KEY,
+    warm_key: str = WARM_VALIDITY_KEY,
+) -> RunSummary:
+    """`check_key`: the trainer's own zero-weight check (molecule validity, arithmetic accuracy);
+    `warm_key`: the same measured on the warm start (for arithmetic, held-out accuracy)."""
     rows = read_metrics(metrics)
     steps = max((int(r["step"]) for r in rows), default=0)
     return RunSummary(
         steps=steps,
         start_reward=_window_mean(rows, REWARD_KEY, True, window),
         end_reward=_window_mean(rows, REWARD_KEY, False, window),
-        start_validity=_window_mean(rows, VALIDITY_KEY, True, window),
-        end_validity=_window_mean(rows, VALIDITY_KEY, False, window),
-        warm_validity=_window_mean(rows, WARM_VALIDITY_KEY, False, 1),
+        start_validity=_window_mean(rows, check_key, True, window),
+        end_validity=_window_mean(rows, check_key, False, window),
+        warm_validity=_window_mean(rows, warm_key, True, 1),
         metrics=metrics,
         plot=plot,
         model_dir=model_dir,
@@ -133,7 +145,10 @@ def _policy_model(config: TrainConfig, out: Path) -> tuple[Any, Any, bool]:
         model = AutoModelForCausalLM.from_pretrained(warm_dir)
         return model, AutoTokenizer.from_pretrained(warm_dir), False
     warm = config.warm_start.enabled and config.model.name_or_path is None
-    corpus = load_smiles(config.warm_start) if warm else []
+    if config.task == "arithmetic":
+        corpus = arithmetic.warm_corpus(config.arithmetic, config.seed) if warm else []
+    else:
+        corpus = load_smiles(config.warm_start) if warm else []
     model, tokenizer = build_model(config.model, config.seed, corpus)
     if warm:
         loss = warm_start(
@@ -183,6 +198,36 @@ def _record_warm_validity(
         f.write(json.dumps(row) + "\n")
 
 
+def _record_eval(
+    config: TrainConfig, model: Any, tokenizer: Any, max_completion: int, metrics: Path, step: int
+) -> None:
+    """Arithmetic: greedy answers to the held-out sums; a metrics row at `step`."""
+    started = time.time()
+    found = arithmetic.evaluate(
+        model,
+        tokenizer,
+        config.arithmetic,
+        prefix=config.model.prompt,
+        seed=config.seed,
+        max_new_tokens=max_completion,
+    )
+    console.print(
+        f"held-out sums at step {step}: {found['accuracy']:.1%} right, {found['boxed']:.1%} "
+        f"in \\boxed{{}} ({time.time() - started:.1f} s)"
+    )
+    row = {"step": step, **{f"eval/{k}": v for k, v in found.items()}}
+    with metrics.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def _task(config: TrainConfig, n_prompts: int) -> tuple[dict[str, list[str]], ItemMapping, Any]:
+    """(GRPO dataset columns, item mapping, the trainer's own zero-weight check)."""
+    if config.task == "arithmetic":
+        rows = arithmetic.grpo_rows(config.arithmetic, config.seed, n_prompts, config.model.prompt)
+        return rows, TextMapping("answer"), arithmetic.arithmetic_accuracy
+    return {"prompt": [config.model.prompt] * n_prompts}, SmilesMapping(), molecule_validity
+
+
 def run(config: TrainConfig) -> RunSummary:
     """Warm start (once), then GRPO for `grpo.max_steps`, resuming from the last checkpoint."""
     import torch
@@ -207,15 +252,16 @@ def run(config: TrainConfig) -> RunSummary:
             f"{g.num_generations}"
         )
     prompts_per_step = g.batch_size // g.num_generations
-    dataset = Dataset.from_dict(
-        {"prompt": [config.model.prompt] * (prompts_per_step * g.max_steps)}
-    )
+    columns, mapping, check = _task(config, prompts_per_step * g.max_steps)
+    dataset = Dataset.from_dict(columns)
     max_completion = g.max_completion_length
     if config.model.name_or_path is None:
-        prompt_len = len(tokenizer.tokenize(config.model.prompt))
+        prompt_len = max(len(tokenizer.tokenize(p)) for p in set(columns["prompt"]))
         max_completion = min(max_completion, config.model.n_positions - prompt_len)
     metrics = out / "metrics.jsonl"
-    if warmed:
+    if warmed and config.task == "arithmetic":
+        _record_eval(config, model, tokenizer, max_completion, metrics, step=0)
+    elif warmed:
         _record_warm_validity(config, model, tokenizer, max_completion, metrics)
     args = GRPOConfig(
         output_dir=str(out),
@@ -242,7 +288,7 @@ def run(config: TrainConfig) -> RunSummary:
     reward: TRLReward | AsyncTRLReward
     if config.service.use_async:
         reward = AsyncTRLReward(
-            SmilesMapping(),
+            mapping,
             base_url=config.service.base_url,
             principal=config.service.principal,
             api_key=config.service.api_key,
@@ -259,7 +305,7 @@ def run(config: TrainConfig) -> RunSummary:
             api_key=config.service.api_key,
         )
         reward = TRLReward(
-            SmilesMapping(),
+            mapping,
             client=client,
             policy=config.service.policy,
             timeout_s=config.service.timeout_s,
@@ -268,7 +314,7 @@ def run(config: TrainConfig) -> RunSummary:
             cost_ledger=config.service.cost_ledger,
         )
     max_wall = g.max_wall_minutes * 60 if g.max_wall_minutes is not None else None
-    reward_funcs: list[Any] = [reward, molecule_validity]
+    reward_funcs: list[Any] = [reward, check]
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward_funcs,
@@ -284,13 +330,20 @@ def run(config: TrainConfig) -> RunSummary:
     model_dir = out / "final"
     trainer.save_model(str(model_dir))
     tokenizer.save_pretrained(model_dir)
+    arith = config.task == "arithmetic"
+    if arith:
+        _record_eval(config, model, tokenizer, max_completion, metrics, trainer.state.global_step)
     plot = plot_reward_curve(
         metrics,
         out / "reward-curve.png",
         reward_key=REWARD_KEY,
-        validity_key=VALIDITY_KEY,
+        validity_key=ACCURACY_KEY if arith else VALIDITY_KEY,
+        validity_label="exact \\boxed{sum} (trainer's check)" if arith else "validity",
+        eval_key=EVAL_ACCURACY_KEY if arith else None,
         title=f"GRPO against policy {config.service.policy!r}",
         ledger_prefix=LEDGER_PREFIX,
         fidelity_prefix=FIDELITY_PREFIX,
     )
+    if arith:
+        return summarize(metrics, plot, model_dir, 5, ACCURACY_KEY, EVAL_ACCURACY_KEY)
     return summarize(metrics, plot, model_dir)
