@@ -78,6 +78,7 @@ def test_undo_the_last_answer_before_it_counts(
         undo = tab.locator("#undo")
         assert "sent in" in undo.inner_text()
         assert undo.get_by_role("button", name="Undo").count()
+        tab.screenshot(path=str(IMG / "review-undo-1280.png"))
         assert _answers(live_service, queue) == []  # not counted yet: nothing reached the trainer
 
         tab.keyboard.press("z")  # undo: the answered task again, with the answer filled in
@@ -162,6 +163,7 @@ def test_phone_width_dark_mode_focus_and_items_as_sent(
         tab.screenshot(path=str(IMG / f"review-task-390-{scheme}.png"), full_page=True)
         tab.goto(f"{live_service.base_url}/review")
         assert tab.evaluate("document.documentElement.scrollWidth") <= 390
+        tab.screenshot(path=str(IMG / f"review-queues-390-{scheme}.png"), full_page=True)
     finally:
         context.close()
 
