@@ -9,8 +9,12 @@ job's deadline revises the fallback reward (revision 2)."""
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
+import os
 import secrets
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,7 +23,15 @@ from typing import Any
 import httpx
 import pytest
 from lab_sim import Lab, hidden_logp, market_pnl, pnl_of, results_for
-from support import Service, free_port, fresh_molecules, poll_job, private_backends, start_service
+from support import (
+    REPO,
+    Service,
+    free_port,
+    fresh_molecules,
+    poll_job,
+    private_backends,
+    start_service,
+)
 
 from verifier_service.oracle import signing
 
@@ -485,3 +497,39 @@ def test_a_market_scores_trading_actions_once_their_window_closes(
             assert reward["value"] == pytest.approx(expected)
         values = [i["reward"]["value"] for i in job["items"]]
         assert values == pytest.approx([0.6, 0.675, 0.38125])  # +20, +35, -23.75 USD
+
+
+PARTNER_SCRIPT = REPO / "docs" / "examples" / "oracle_partner.py"
+
+
+def test_the_example_partner_script_serves_a_pull_oracle(service: Service) -> None:
+    molecules = fresh_molecules(3)
+    with service.client() as client:
+        job_id = _submit(client, "with-plate", molecules, deadline_s=120)
+        env = {**os.environ, "VERIFIER_ORACLE_KEY": _plate_key(service),
+               "PYTHONPATH": str(REPO / "tests" / "oracle")}  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, str(PARTNER_SCRIPT), "--url", service.base_url, "--oracle", "plate",
+             "--measure", "lab_sim:logp_of", "--once"],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        job = poll_job(client, f"/v1/jobs/{job_id}", timeout=30)
+        for smiles, item in zip(molecules, job["items"], strict=True):
+            assert item["reward"]["fidelity"] == "oracle"
+            assert item["reward"]["value"] == pytest.approx(_expected(smiles), abs=1e-6)
+
+
+def test_the_example_partner_verifies_our_signature() -> None:
+    spec = importlib.util.spec_from_file_location("oracle_partner", PARTNER_SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    partner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(partner)
+    body = b'{"type": "oracle.batch"}'
+    assert partner.verify_push(SECRET, signing.headers(SECRET, "ob_1", body), body)
+    forged = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    assert not partner.verify_push(SECRET, signing.headers(forged, "ob_1", body), body)
+    assert not partner.verify_push(SECRET, signing.headers(SECRET, "ob_1", body), body + b" ")
+    old = signing.headers(SECRET, "ob_1", body, timestamp=int(time.time()) - 3600)
+    assert not partner.verify_push(SECRET, old, body)
