@@ -19,7 +19,7 @@ from support import Service
 from verifier_service.app import create_app
 from verifier_service.auth.deps import PUBLIC, TrainerPrincipal, app_routes, declared_access
 
-ROLES = ("trainer", "reviewer", "operator", "admin")
+ROLES = ("trainer", "reviewer", "operator", "admin", "oracle")
 
 
 @pytest.fixture(scope="module")
