@@ -84,6 +84,6 @@ def test_dev_without_auth_says_so(tmp_path: Path) -> None:
         me = httpx.get(f"http://127.0.0.1:{port}/v1/me", timeout=10).json()
         assert me == {"name": "local-admin", "roles": sorted(me["roles"]), "via": "local",
                       "on_behalf_of": None}  # fmt: skip
-        assert set(me["roles"]) == {"trainer", "reviewer", "operator", "admin"}
+        assert set(me["roles"]) == {"trainer", "reviewer", "operator", "admin", "oracle"}
     finally:
         _stop(dev)
