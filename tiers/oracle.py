@@ -208,7 +208,9 @@ class OracleTier:
 
     name: ClassVar[str] = "oracle"
     version: ClassVar[str] = "1"
-    queue: ClassVar[str] = "oracle"
+    #: Where its tasks run (selection, pushes): the webhooks' queue, whose workers every
+    #: deployment has; no tier task ever runs this tier.
+    queue: ClassVar[str] = "callbacks"
     cost_class: ClassVar[float] = 100.0
     kinds: ClassVar[frozenset[str]] = frozenset({"molecule", "code", "json", "text"})
     cheap_canonical_payload: ClassVar[bool] = True
