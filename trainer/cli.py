@@ -40,6 +40,15 @@ def train(
         typer.echo(f"error: {exc}; install the train extra: pip install 'verifier-service[train]'")
         raise typer.Exit(2) from None
     summary = run(run_config)
+    if run_config.task == "arithmetic":
+        typer.echo(
+            f"steps {summary.steps}: mean reward {summary.start_reward:.3f} -> "
+            f"{summary.end_reward:.3f}, exact \\boxed{{sum}} {summary.start_validity:.2f} -> "
+            f"{summary.end_validity:.2f}; held-out sums (greedy) {summary.warm_validity:.2f} -> "
+            f"{summary.end_eval:.2f}\nmetrics: {summary.metrics}\nplot: {summary.plot}\n"
+            f"model: {summary.model_dir}"
+        )
+        return
     typer.echo(
         f"steps {summary.steps}: mean reward {summary.start_reward:.3f} -> "
         f"{summary.end_reward:.3f}, validity {summary.start_validity:.2f} -> "

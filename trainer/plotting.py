@@ -130,22 +130,39 @@ def plot_reward_curve(
         squeeze=False,
     )
     ax = axes[0][0]
-    _line(ax, steps, _series(rows, reward_key), window, color="tab:blue", label="mean reward")
-    _line(ax, steps, _series(rows, validity_key), window, color="tab:green", label=validity_label)
+    _line(
+        ax,
+        steps,
+        _series(rows, reward_key),
+        window,
+        color="tab:blue",
+        label="mean reward",
+        linewidth=2.5,
+    )
+    # Dashed and thinner: where the check equals the reward, the reward's line stays visible.
+    _line(
+        ax,
+        steps,
+        _series(rows, validity_key),
+        window,
+        color="tab:green",
+        label=validity_label,
+        linestyle="--",
+        linewidth=1.2,
+    )
     if eval_key is not None:
+        # Measured only before and after GRPO: markers, no line that would suggest a path.
         evals = [r for r in read_metrics(metrics) if eval_key in r]
-        ax.plot(
-            [int(r["step"]) for r in evals],
-            [float(r[eval_key]) for r in evals],
-            "D--",
-            color="tab:red",
-            label="held-out accuracy (greedy)",
-        )
+        for i, r in enumerate(evals):
+            step, value = int(r["step"]), float(r[eval_key])
+            label = "held-out accuracy (greedy)" if i == 0 else None
+            ax.plot([step], [value], "D", color="tab:red", markersize=8, label=label)
+            ax.annotate(f"{value:.2f}", (step, value), textcoords="offset points", xytext=(8, 4))
     ax.set_xlabel("GRPO step")
     ax.set_ylim(0, 1.02)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left" if eval_key is not None else "lower right")
     if ledger and ledger_prefix is not None and fidelity_prefix is not None:
         _ledger_panel(axes[1][0], rows, steps, window, ledger_prefix, fidelity_prefix)
     fig.tight_layout()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from math import nan
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,7 @@ class RunSummary:
     metrics: Path
     plot: Path
     model_dir: Path
+    end_eval: float = float("nan")  # arithmetic: held-out accuracy after GRPO
 
 
 def _window_mean(rows: list[dict[str, Any]], key: str, first: bool, k: int) -> float:
@@ -118,6 +120,7 @@ def summarize(
         metrics=metrics,
         plot=plot,
         model_dir=model_dir,
+        end_eval=_window_mean(rows, warm_key, False, 1) if warm_key != WARM_VALIDITY_KEY else nan,
     )
 
 
