@@ -25,7 +25,7 @@ from verifier_service.ladder.models import (
     VerdictCacheEntry,
     VerdictRecord,
 )
-from verifier_service.oracle.models import OracleAttempt, OracleBatch, OracleItem
+from verifier_service.oracle.models import OracleAttempt, OracleBatch, OracleControl, OracleItem
 from verifier_service.policies.models import PolicyRecord, PolicyVersionRecord
 from verifier_service.review.models import (
     ReviewAdjudication,
@@ -56,6 +56,7 @@ __all__ = [
     "MinuteVerdicts",
     "OracleAttempt",
     "OracleBatch",
+    "OracleControl",
     "OracleItem",
     "OutboxMessage",
     "PolicyRecord",

@@ -23,7 +23,11 @@ from verifier_service.jobs.schemas import RewardRequest
 from verifier_service.ladder.models import Item
 from verifier_service.ladder.operations import cancel_job, expire_job
 from verifier_service.oracle import service, views
-from verifier_service.oracle.errors import LeaseLostError, ResultConflictError
+from verifier_service.oracle.errors import (
+    LeaseLostError,
+    NotResendableError,
+    ResultConflictError,
+)
 from verifier_service.oracle.schemas import ClaimOut, ResultsIn
 from verifier_service.policies import service as policies
 from verifier_service.settings import get_settings
@@ -173,3 +177,30 @@ def test_a_late_result_revises_and_a_cancel_withdraws(database: str) -> None:
     with transaction() as session:
         [plate] = views.overview(session)
     assert plate.items == {"answered": 1, "withdrawn": 1}
+
+
+def test_a_paused_oracle_gives_out_nothing_and_a_batch_can_be_given_back(database: str) -> None:
+    del database
+    job_id = _job(_policy(), 2)
+    with transaction() as session:
+        service.set_paused(session, PLATE, True, "op")
+    assert service.select(PLATE) == 0
+    assert _claim() is None
+    with transaction() as session:
+        [plate] = views.overview(session)
+    assert (plate.paused, plate.items) == (True, {"queued": 2})
+    with transaction() as session:
+        service.set_paused(session, PLATE, False, "op")
+    assert service.select(PLATE) == 2
+    first = _claim()
+    assert first is not None
+    assert _claim() is None  # held by its lease
+    with transaction() as session:  # an operator gives the held batch back
+        assert service.resend(session, PLATE, first.batch.batch_id, "op") == "open"
+    again = _claim()
+    assert again is not None
+    assert again.batch.batch_id == first.batch.batch_id
+    assert _post(again) == (2, 0)
+    assert {r["fidelity"] for r in _rewards(job_id)} == {"oracle"}
+    with transaction() as session, pytest.raises(NotResendableError, match="is done"):
+        service.resend(session, PLATE, again.batch.batch_id, "op")

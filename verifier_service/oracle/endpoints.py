@@ -18,6 +18,7 @@ from verifier_service.oracle.schemas import (
     HeartbeatIn,
     HeartbeatOut,
     OracleOut,
+    ResentOut,
     ResultsIn,
     ResultsOut,
 )
@@ -75,3 +76,22 @@ def get_batch(
 ) -> BatchStatusOut:
     """One batch: its state, its items' states and every push attempt."""
     return views.batch_status(session, oracle, batch_id)
+
+
+@router.post("/{oracle}/pause", status_code=204)
+def pause(oracle: OracleName, principal: OperatorPrincipal) -> None:
+    """Pause an oracle: nothing more is selected or claimed until it is resumed."""
+    retried_transaction(lambda s: service.set_paused(s, oracle, True, principal.name))
+
+
+@router.post("/{oracle}/resume", status_code=204)
+def resume(oracle: OracleName, principal: OperatorPrincipal) -> None:
+    """Resume a paused oracle: the items that waited are selected now."""
+    retried_transaction(lambda s: service.set_paused(s, oracle, False, principal.name))
+
+
+@router.post("/{oracle}/batches/{batch_id}/resend")
+def resend(oracle: OracleName, batch_id: BatchId, principal: OperatorPrincipal) -> ResentOut:
+    """Send a batch again: pushed anew (the partner lost it), or given back to be claimed."""
+    state = retried_transaction(lambda s: service.resend(s, oracle, batch_id, principal.name))
+    return ResentOut(state=state)

@@ -34,3 +34,7 @@ class LeaseLostError(ConflictError):
 
 class ResultConflictError(ConflictError):
     code = "result_conflict"
+
+
+class NotResendableError(ConflictError):
+    code = "not_resendable"

@@ -74,6 +74,19 @@ class OracleBatch(Base):
     claimed_by: Mapped[str | None] = mapped_column(String(128))
     claims: Mapped[int] = mapped_column(Integer, default=0)
     finished_at: Mapped[datetime | None]
+    #: Pushes are retried for retry_for_s from here (an operator's resend starts anew).
+    retry_from: Mapped[datetime | None]
+
+
+class OracleControl(Base):
+    """An operator's hold on an oracle: while paused, no items are selected or claimed."""
+
+    __tablename__ = "oracle_controls"
+
+    oracle: Mapped[str] = mapped_column(String(64), primary_key=True)
+    paused: Mapped[bool] = mapped_column(default=False)
+    changed_by: Mapped[str] = mapped_column(String(128))
+    changed_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class OracleAttempt(Base):

@@ -72,7 +72,7 @@ def attempt(batch_id: str) -> str | None:
         public = get_settings().oracles.public_url
         body = service.batch_out(session, batch, found, public).model_dump_json().encode()
         batch.busy_until = now + timedelta(seconds=found.timeout_s + 30)
-        number, created_at = batch.attempts + 1, batch.created_at
+        number, created_at = batch.attempts + 1, batch.retry_from or batch.created_at
 
     started, clock = utcnow(), time.perf_counter()
     status_code, error = _post(found, batch_id, body)

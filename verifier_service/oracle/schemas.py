@@ -108,6 +108,7 @@ class OracleOut(BaseModel):
 
     name: str
     mode: str
+    paused: bool
     capacity: int
     period_s: float
     used_this_period: int
@@ -116,3 +117,7 @@ class OracleOut(BaseModel):
     turnaround_p50_s: float | None = Field(description="Median selection-to-result time.")
     turnaround_p95_s: float | None = Field(description="95th percentile of the same.")
     items: dict[str, int] = Field(description="Items by state.")
+
+
+class ResentOut(BaseModel):
+    state: str = Field(description="The batch's state now: sending (pushed anew) or open.")

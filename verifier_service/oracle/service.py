@@ -41,6 +41,7 @@ from verifier_service.ladder.states import ItemState, Stop, StopKind
 from verifier_service.oracle import repository
 from verifier_service.oracle.errors import (
     LeaseLostError,
+    NotResendableError,
     NotThisOraclesError,
     ResultConflictError,
     UnknownBatchError,
@@ -48,7 +49,7 @@ from verifier_service.oracle.errors import (
     UnknownOracleError,
     WrongModeError,
 )
-from verifier_service.oracle.models import OracleBatch, OracleItem, new_id
+from verifier_service.oracle.models import OracleBatch, OracleControl, OracleItem, new_id
 from verifier_service.oracle.schemas import (
     BatchItemOut,
     BatchOut,
@@ -184,6 +185,8 @@ def select(name: str) -> int:
     now = utcnow()
     left_out: dict[str, list[OracleItem]] = defaultdict(list)
     with transaction() as session:
+        if paused(session, name):
+            return 0  # items wait (their jobs' deadlines give them a fallback meanwhile)
         used = repository.selected_since(session, name, period_start(now, found.period_s))
         waiting = repository.queued(session, name, now - timedelta(seconds=found.gather_s))
         room = max(0, found.capacity - used)
@@ -263,6 +266,8 @@ def claim(
     if found.mode != "pull":
         raise WrongModeError(f"oracle {name!r} is a push oracle: its batches are sent to it")
     now = utcnow()
+    if paused(session, name):
+        return None
     batch = repository.claimable(session, name, now)
     if batch is None:
         return None
@@ -414,3 +419,55 @@ def fail_batch(batch_id: str, reason: str, detail: str) -> None:
                 staged.append(dispatch.stage(session, ladder))
         for one in staged:
             dispatch.deliver(one)
+
+
+# ---------------------------------------------------------------- operators' controls
+
+
+def paused(session: Session, name: str) -> bool:
+    control = session.get(OracleControl, name)
+    return bool(control is not None and control.paused)
+
+
+def set_paused(session: Session, name: str, pause: bool, actor: str) -> None:
+    """Pause an oracle (nothing more is selected or claimed; what was sent stays sent) or
+    resume it (what waited is selected now)."""
+    definition(name)
+    now = utcnow()
+    control = session.get(OracleControl, name, with_for_update=True)
+    if control is None:
+        session.add(OracleControl(oracle=name, paused=pause, changed_by=actor, changed_at=now))
+    else:
+        control.paused, control.changed_by, control.changed_at = pause, actor, now
+    if not pause:
+        message = _select_message(name, now)
+        outbox.stage(session, [message])
+        after_commit(session, [dispatch.Outgoing([message])])
+    log.info("oracle paused" if pause else "oracle resumed", oracle=name, by=actor)
+
+
+def resend(session: Session, name: str, batch_id: str, actor: str) -> str:
+    """Send a batch again: a push batch its partner took and lost is pushed anew (its retries
+    start over); a pull batch held under a lease is given back to be claimed. Its state."""
+    definition(name)
+    batch = repository.lock_batch(session, batch_id)
+    if batch is None or batch.oracle != name:
+        raise UnknownBatchError(f"no batch {batch_id!r} of oracle {name!r}")
+    now = utcnow()
+    if batch.mode == "push" and batch.state == "sent":
+        batch.state, batch.retry_from, batch.next_attempt_at = "sending", now, now
+        batch.busy_until = None
+        message = OutboxMessage(
+            task=PUSH_TASK, args=[batch.id], queue=QUEUE, eta=None, created_at=now
+        )
+        outbox.stage(session, [message])
+        after_commit(session, [dispatch.Outgoing([message])])
+    elif batch.mode == "pull" and batch.state in ("open", "leased"):
+        batch.state, batch.lease_id, batch.lease_expires_at = "open", None, None
+    else:
+        raise NotResendableError(
+            f"batch {batch_id!r} is {batch.state}: only a pushed batch the partner took (sent) "
+            "or a pull batch not done can be sent again",
+        )
+    log.info("oracle batch resent", oracle=name, batch=batch_id, by=actor)
+    return batch.state

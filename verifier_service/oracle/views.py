@@ -12,7 +12,7 @@ from verifier_service.oracle import repository
 from verifier_service.oracle.errors import UnknownBatchError
 from verifier_service.oracle.models import OracleBatch
 from verifier_service.oracle.schemas import AttemptOut, BatchStatusOut, OracleOut
-from verifier_service.oracle.service import definitions, period_start
+from verifier_service.oracle.service import definitions, paused, period_start
 
 
 def batch_status(session: Session, oracle: str, batch_id: str) -> BatchStatusOut:
@@ -48,7 +48,8 @@ def overview(session: Session) -> list[OracleOut]:
         waits = [(b - a).total_seconds() for a, b in repository.turnarounds(session, name)]
         out.append(
             OracleOut(
-                name=name, mode=found.mode, capacity=found.capacity, period_s=found.period_s,
+                name=name, mode=found.mode, paused=paused(session, name),
+                capacity=found.capacity, period_s=found.period_s,
                 used_this_period=repository.selected_since(
                     session, name, period_start(now, found.period_s)
                 ),
