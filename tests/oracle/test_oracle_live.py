@@ -533,3 +533,37 @@ def test_the_example_partner_verifies_our_signature() -> None:
     assert not partner.verify_push(SECRET, signing.headers(SECRET, "ob_1", body), body + b" ")
     old = signing.headers(SECRET, "ob_1", body, timestamp=int(time.time()) - 3600)
     assert not partner.verify_push(SECRET, old, body)
+
+
+def test_an_operator_resends_a_batch_the_partner_lost(service: Service, lab: Lab) -> None:
+    molecules = fresh_molecules(1)
+    lab.delay_s = 5.0  # the lab holds the batch a while before its results
+    try:
+        with service.client() as client:
+            job_id = _submit(client, "with-lab", molecules, deadline_s=120)
+
+            def pushed() -> dict[str, Any] | None:
+                mine = [b for b in lab.batches if b["items"]]
+                return next(
+                    (b for b in mine if b["items"][0]["payload"]["smiles"] in molecules), None
+                )
+
+            batch = _until(pushed, what="the pushed batch")
+            path = f"/v1/oracles/lab/batches/{batch['batch_id']}"
+            _until(lambda: client.get(path).json()["state"] == "sent", what="the batch sent")
+            resent = client.post(f"{path}/resend")
+            assert resent.status_code == 200, resent.text
+            assert resent.json() == {"state": "sending"}
+
+            def again() -> list[dict[str, Any]]:
+                return [a for a in client.get(path).json()["attempts"] if a["status_code"] == 200]
+
+            attempts = _until(again, what="the second push")
+            assert len(attempts) == 1  # the lab already had it: it says so, and keeps one copy
+            job = poll_job(client, f"/v1/jobs/{job_id}", timeout=30)
+            assert job["items"][0]["reward"]["fidelity"] == "oracle"
+            done = client.post(f"{path}/resend")
+            assert done.status_code == 409, done.text
+            assert done.json()["error"] == "not_resendable"
+    finally:
+        lab.delay_s = 0.3
