@@ -121,3 +121,26 @@ def test_the_fallback_counts_words_or_chars_only_when_the_policy_says_so(tmp_pat
 def test_unit_and_tokenizer_must_agree(config: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         FormatTier().validate_config(length(**config))
+
+
+def test_a_policy_naming_a_missing_tokenizer_is_refused_at_the_field(
+    tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    from verifier_service.policies.service import InvalidPolicyError, validate_document
+
+    def policy(tokenizer: str) -> dict[str, Any]:
+        step = {"checks": ["length"], "unit": "tokens", "tokenizer": tokenizer}
+        return {
+            "name": "tokens",
+            "ladders": {"text": [{"tier": "format", "config": step}]},
+            "reward": {"text": {"components": [{"name": "length", "tier": "format"}]}},
+        }
+
+    assert validate_document(policy(str(tokenizer_dir))).name == "tokens"
+    with pytest.raises(InvalidPolicyError) as refused:
+        validate_document(policy(str(tmp_path / "nowhere")))
+    assert refused.value.status_code == 422
+    (error,) = refused.value.extra["errors"]
+    assert error["loc"] == "ladders.text[0].config"
+    assert "nowhere" in error["msg"]
+    assert "tokenizer_fallback" in error["msg"]
