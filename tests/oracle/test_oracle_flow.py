@@ -20,7 +20,7 @@ from verifier_service.core.db import reset_engine_cache, transaction
 from verifier_service.core.migrate import upgrade
 from verifier_service.jobs import service as jobs
 from verifier_service.jobs.schemas import RewardRequest
-from verifier_service.ladder.models import Item
+from verifier_service.ladder.models import CostLedgerEntry, Item
 from verifier_service.ladder.operations import cancel_job, expire_job
 from verifier_service.oracle import service, views
 from verifier_service.oracle.errors import (
@@ -44,6 +44,7 @@ DEFINITION = {
     "turnaround_s": 0.5,
     "result_schema": {"pnl": {"unit": "USD"}},
     "score": {"field": "pnl", "low": -100, "high": 100},
+    "price_per_item": 250.0,
 }
 
 
@@ -95,6 +96,15 @@ def _rewards(job_id: str) -> list[dict[str, Any]]:
         return [dict(i.reward or {}) for i in session.scalars(query)]
 
 
+def _oracle_costs(job_id: str) -> list[float]:
+    """The ledger's cost of each of the job's items at the oracle step (step 1)."""
+    with transaction() as session:
+        query = select(CostLedgerEntry.cost_units).where(
+            CostLedgerEntry.job_id == job_id, CostLedgerEntry.step == 1
+        )
+        return sorted(session.scalars(query))
+
+
 def _claim() -> ClaimOut | None:
     with transaction() as session:
         return service.claim(session, PLATE, PARTNER, "http://verifier")
@@ -143,6 +153,9 @@ def test_capacity_batches_and_a_lease_that_expires(database: str) -> None:
     assert _post(second) == (len(second.batch.items), 0)
     scored = [r for r in _rewards(job_id) if r.get("fidelity") == "oracle"]
     assert [(r["status"], r["value"], r["revision"]) for r in scored] == [("scored", 0.75, 1)] * 3
+    assert _oracle_costs(job_id) == [0.0, 0.0, 250.0, 250.0, 250.0]  # the left out cost 0
+    costs = sorted(r["cost"]["cost_units"] for r in _rewards(job_id))  # with the schema tier's
+    assert costs == pytest.approx([0, 0, 250, 250, 250], abs=0.01)
     assert service.select(PLATE) == 0  # the period's capacity is spent
     with transaction() as session:
         [plate] = views.overview(session)

@@ -78,16 +78,6 @@ def claimable(session: Session, oracle: str, now: datetime) -> OracleBatch | Non
     return session.scalars(query).first()
 
 
-def overdue_pushes(session: Session, before: datetime, limit: int = 200) -> list[str]:
-    """Push batches whose next attempt was due before `before` (a lost retry message)."""
-    query = (
-        select(OracleBatch.id)
-        .where(OracleBatch.state == "sending", OracleBatch.next_attempt_at < before)
-        .limit(limit)
-    )
-    return list(session.scalars(query))
-
-
 def attempts(session: Session, batch_id: str) -> list[OracleAttempt]:
     query = (
         select(OracleAttempt)

@@ -146,11 +146,20 @@ def enqueue(session: Session, work: DeferredWork) -> str:
                 value=_value(work.verdicts.get(item.id, []), config.select_by),
             )
         )  # fmt: skip
+    _charge(session, [i.id for i in work.items], work.step, found.price_per_item)
     message = _select_message(config.oracle, now + timedelta(seconds=found.gather_s))
     outbox.stage(session, [message])
     after_commit(session, [dispatch.Outgoing([message])])
     days = found.turnaround_s / 86400
     return f"waiting for oracle {config.oracle} (expected within {days:.3g} days)"
+
+
+def _charge(session: Session, item_ids: Sequence[str], step: int, units: float) -> None:
+    """An item sent to an oracle costs the oracle's price (the ledger's entry for the step,
+    made at the tier's cost class when the item climbed); one capacity left out costs 0."""
+    for entry in ladder_repository.ledger_entries(session, item_ids, step):
+        if not entry.cached:
+            entry.cost_units = units
 
 
 def close(
@@ -236,6 +245,8 @@ def _leave_out(
         for i in ladder_repository.items_by_id(session, list(steps))
         if i.state == ItemState.deferred and i.step == steps[i.id]
     ]
+    for step in {i.step for i in items}:
+        _charge(session, [i.id for i in items if i.step == step], step, 0.0)
     ladder = LadderPass(session, job, resolve(session, job.policy_name, job.policy_version))
     ladder.end(items, Stop(StopKind.budget_exhausted, f"not selected: {name} capacity"))
     return ladder.result
