@@ -5,6 +5,7 @@ to a score as the definition says, and a policy step naming an oracle not define
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
@@ -17,7 +18,7 @@ from tiers.oracle import (
     result_errors,
     result_verdict,
 )
-from verifier_service.oracle.service import period_start
+from verifier_service.oracle.service import _value, period_start
 
 LAB = {
     "mode": "pull",
@@ -72,3 +73,13 @@ def test_capacity_periods_start_at_multiples_of_their_length() -> None:
     now = datetime(2026, 11, 29, 15, 30, tzinfo=UTC)
     assert period_start(now, 86400) == datetime(2026, 11, 29, tzinfo=UTC)
     assert period_start(now, 3600) == datetime(2026, 11, 29, 15, tzinfo=UTC)
+
+
+def test_selection_values_an_item_by_what_the_step_says() -> None:
+    records = [
+        SimpleNamespace(score=0.4, uncertainty=None),  # chem.fast: no uncertainty
+        SimpleNamespace(score=0.7, uncertainty=0.35),  # the surrogate
+    ]
+    assert _value(records, "best_lower_tier") == 0.7  # type: ignore[arg-type]
+    assert _value(records, "uncertainty") == 0.35  # type: ignore[arg-type]
+    assert _value([], "uncertainty") is None  # ranked last
