@@ -33,8 +33,8 @@ def test_grpo_rewards_come_from_the_answer_tier_each_step(
     config.arithmetic = config.arithmetic.model_copy(
         update={"digits": 1, "warm_questions": 600, "eval_questions": 40}
     )
-    config.warm_start.epochs = 8
-    config.warm_start.learning_rate = 1e-2
+    config.warm_start.epochs = 20
+    config.warm_start.learning_rate = 5e-3
     config.grpo.temperature = 0.5
     config.grpo.max_steps = 3
     config.grpo.batch_size = 16
