@@ -35,8 +35,7 @@ import psycopg
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from verifier_service.console.overview import rollups
-from verifier_service.console.overview import service
+from verifier_service.console.overview import rollups, service
 from verifier_service.console.overview.schemas import Window
 from verifier_service.core.db import make_engine, utcnow
 from verifier_service.core.migrate import upgrade

@@ -16,8 +16,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 from support import fresh_database
 
-from verifier_service.console.overview import rollups
-from verifier_service.console.overview import service
+from verifier_service.console.overview import rollups, service
 from verifier_service.console.overview.schemas import Overview, Window
 from verifier_service.core.db import make_engine, utcnow
 from verifier_service.core.migrate import upgrade
