@@ -77,7 +77,12 @@ def test_a_backtracking_pattern_inline_leaves_the_api_answering(live_service: Se
     assert elapsed < 5, elapsed
     assert not probe.failures, probe.failures
     assert len(probe.latencies) >= 5
-    assert max(probe.latencies) < 1.0, sorted(probe.latencies)[-5:]
+    # Frozen, the API stopped answering until it was killed (a probe would time out at 5 s and
+    # count as a failure). Answering, a probe takes milliseconds; one slow probe on a loaded
+    # 2-core CI machine took 1.1 s, so the bound is the stall a person would notice, not jitter.
+    latencies = sorted(probe.latencies)
+    assert latencies[len(latencies) // 2] < 0.25, latencies[-5:]
+    assert latencies[-1] < 3.0, latencies[-5:]
 
 
 def test_a_backtracking_pattern_queued_leaves_the_worker_serving(live_service: Service) -> None:
