@@ -1,11 +1,14 @@
 """What reviewers expect of the task page, in Chromium against a live service (issue 35): undo of
 the last answer before it counts, progress in this session, times in her own time zone, a phone
 layout that does not scroll sideways, dark mode, a visible keyboard focus and items shown as
-the trainer sent them. Screenshots of the task page go to docs/img/."""
+the trainer sent them. Screenshots of the task page (copies in docs/img/) go to
+VERIFIER_SCREENSHOTS."""
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +20,9 @@ import pytest
 from support import Service
 from test_review_browser import PASSWORD, _policy, _sign_in, _submit_job, _wait_for_task
 
-IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+# Screenshots go to VERIFIER_SCREENSHOTS when set (copied to docs/img/ by hand when the pages
+# change, after looking at them); the suite never writes into the source tree.
+IMG = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tempfile.mkdtemp(prefix="review-shots-"))
 RUBRIC = {
     "dimensions": [
         {"name": "clear", "type": "score", "min": 1, "max": 4},
