@@ -4,10 +4,14 @@ Whatever a client sends that the schema allows, or nearly allows, the answer is 
 bad input gets a 4xx that says what was wrong. Runs against real processes (uvicorn, a Celery
 worker, PostgreSQL, Redis); waits are capped at a second so that items no worker here can
 finish (code: no sandbox worker) come back as 202 quickly.
+
+CI runs 8 cases per operation and mode (about a minute); `VERIFIER_FUZZ_EXAMPLES=200 pytest
+tests/e2e/test_api_fuzz.py` is the long form.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +21,8 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation import GenerationMode
 from support import Service, start_service
+
+EXAMPLES = int(os.environ.get("VERIFIER_FUZZ_EXAMPLES", "8"))
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +50,7 @@ def test_no_input_gets_a_server_error(fuzz_service: Service, mode: GenerationMod
 
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(
-            max_examples=15,
+            max_examples=EXAMPLES,
             deadline=None,
             database=None,
             suppress_health_check=list(HealthCheck),
