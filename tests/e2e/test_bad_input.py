@@ -388,3 +388,18 @@ def test_too_many_items_are_refused_before_the_body_is_parsed(default_limits_api
     assert grown < 60, f"the API grew by {grown:.0f} MB"
     assert elapsed < 10, elapsed
     _alive(default_limits_api, "api-default-limits")
+
+
+def test_a_policy_posted_as_the_body_says_how_to_send_it(live_service: Service) -> None:
+    # The newcomer's first try: the policy document itself as the body. Before, one "Extra
+    # inputs are not permitted" per key and nothing about `document` or `text`.
+    document = {"name": "bare", "ladders": {"molecule": [{"tier": "chem.fast"}]}}
+    with live_service.client() as client:
+        bare = client.post("/v1/policies/validate", json=document)
+        wrapped = client.post("/v1/policies/validate", json={"document": document})
+    assert bare.status_code == 422, bare.text
+    body = bare.json()
+    assert len(body["errors"]) == 1, body
+    assert '{"document": {...}}' in body["message"]
+    assert '{"text": "..."}' in body["message"]
+    assert wrapped.status_code == 200, wrapped.text

@@ -22,6 +22,23 @@ class PolicyIn(BaseModel):
     )
     activate: bool = Field(default=True, description="Make this version active when saved.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _not_a_bare_document(cls, data: Any) -> Any:
+        # A policy posted as the body itself (the newcomer's first try) would get one "extra
+        # inputs" error per key; say what the body is instead.
+        if (
+            isinstance(data, dict)
+            and "document" not in data
+            and "text" not in data
+            and {"name", "ladders"} & data.keys()
+        ):
+            raise ValueError(
+                "the body is a policy document itself: send it as {\"document\": {...}} "
+                "or as YAML text in {\"text\": \"...\"}"
+            )
+        return data
+
     @model_validator(mode="after")
     def _one_source(self) -> PolicyIn:
         if (self.document is None) == (self.text is None):
