@@ -264,8 +264,8 @@ def test_browser_draft_with_an_error_shows_it_at_its_line(
     assert page.locator("#source .field-error").count() == 1
     assert editor.input_value() == BROKEN.format(name=case.name)  # the text is kept
     assert editor.get_attribute("aria-invalid") == "true"
-    # The list's "Line 5" button puts the caret on that line of the editor.
-    page.get_by_role("button", name=f"Line {BROKEN_LINE}").focus()
+    # The list's "Line 5" link puts the caret on that line of the editor.
+    page.get_by_role("link", name=f"Line {BROKEN_LINE}").focus()
     page.keyboard.press("Enter")
     selected = page.evaluate(
         "(() => { const t = document.activeElement;"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypedDict, get_args
 
@@ -27,10 +28,17 @@ class PolicyErrorItem(TypedDict):
 
 
 class PolicyValidationError(ValueError):
-    """A policy document that does not parse or validate; ``errors`` lists every problem."""
+    """A policy document that does not parse or validate; ``errors`` lists every problem.
 
-    def __init__(self, errors: list[PolicyErrorItem]) -> None:
+    ``partial`` is the document without the fields those problems name (their defaults in
+    their place), when that much validates: later checks (each tier's config) run on it, so
+    one save shows every problem, not the first layer of them."""
+
+    def __init__(
+        self, errors: list[PolicyErrorItem], partial: PolicyDocument | None = None
+    ) -> None:
         self.errors = errors
+        self.partial = partial
         lines = [f"{e['loc']}: {e['msg']}" if e["loc"] else e["msg"] for e in errors]
         noun = "problem" if len(errors) == 1 else "problems"
         super().__init__(f"invalid policy ({len(errors)} {noun}):\n" + "\n".join(lines))
@@ -118,11 +126,85 @@ def parse_policy(
         raise PolicyValidationError(
             [{"loc": "", "msg": f"a policy must be a mapping, got {type(data).__name__}"}]
         )
-    context = {"known_tiers": set(known_tiers) if known_tiers is not None else None}
+    known = set(known_tiers) if known_tiers is not None else None
     try:
-        return PolicyDocument.model_validate(data, context=context)
+        return PolicyDocument.model_validate(data, context={"known_tiers": known})
     except ValidationError as exc:
-        raise PolicyValidationError(errors_from_validation(exc)) from exc
+        errors = errors_from_validation(exc)
+        partial, more = _salvage(data, exc, known)
+        seen = {(e["loc"], e["msg"]) for e in errors}
+        errors += [e for e in more if (e["loc"], e["msg"]) not in seen]
+        raise PolicyValidationError(errors, partial) from exc
+
+
+#: Rounds of pruning before the salvage gives up (each round removes what the last named).
+_SALVAGE_ROUNDS = 6
+
+
+def _salvage(
+    data: Mapping[str, Any], exc: ValidationError, known: set[str] | None
+) -> tuple[PolicyDocument | None, list[PolicyErrorItem]]:
+    """The problems the first ones hid. Pydantic stops at a model whose fields fail, so a
+    misspelt field hides every gate and tier problem of the document (its cross-field checks
+    never run). Remove each field a problem names (its default takes its place), validate
+    again, and repeat; once it validates, the cross-field problems are collected, not raised.
+    A field that cannot be removed (a required one, a list element) ends the salvage there."""
+    pruned: dict[str, Any] = copy.deepcopy(dict(data))
+    removed: list[tuple[str | int, ...]] = []
+    more: list[PolicyErrorItem] = []
+    failed = exc
+    for _ in range(_SALVAGE_ROUNDS):
+        locs = [tuple(e["loc"]) for e in failed.errors(include_url=False)]
+        progress = False
+        for loc in locs:
+            if _prune(pruned, loc):
+                removed.append(loc)
+                progress = True
+        if not progress:
+            return None, more
+        collected: list[tuple[tuple[str | int, ...], str]] = []
+        try:
+            document = PolicyDocument.model_validate(
+                pruned, context={"known_tiers": known, "collect": collected}
+            )
+        except ValidationError as again:
+            more += [
+                e
+                for e, raw in zip(errors_from_validation(again), again.errors(), strict=True)
+                if not _under_removed(tuple(raw["loc"]), removed)
+            ]
+            failed = again
+            continue
+        more += [{"loc": format_loc(loc), "msg": msg} for loc, msg in collected]
+        return document, more
+    return None, more
+
+
+def _under_removed(loc: tuple[str | int, ...], removed: list[tuple[str | int, ...]]) -> bool:
+    """Whether `loc` is a field the salvage removed (or inside one): its "missing" is ours."""
+    return any(loc[: len(r)] == r for r in removed)
+
+
+def _prune(data: dict[str, Any], loc: Sequence[str | int]) -> bool:
+    """Remove the field at `loc` from `data`; False when it cannot go (not there, or a list
+    element, whose removal would renumber the problems after it). Parts of `loc` that are not
+    in the data (a discriminated union's tag, ``[key]``) are skipped."""
+    node: Any = data
+    parent: dict[str, Any] | None = None
+    key: str | None = None
+    for part in loc:
+        if isinstance(node, dict) and isinstance(part, str) and part in node:
+            parent, key, node = node, part, node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            parent, key, node = None, None, node[part]
+        elif isinstance(part, str):
+            continue  # a union's tag or a dict key's marker: not a level of the data
+        else:
+            return False
+    if parent is None or key is None:
+        return False
+    del parent[key]
+    return True
 
 
 def load_policy_file(

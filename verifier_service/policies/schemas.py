@@ -326,9 +326,13 @@ class PolicyDocument(_Strict):
 
     @model_validator(mode="after")
     def _check_semantics(self, info: ValidationInfo) -> PolicyDocument:
-        known = (info.context or {}).get("known_tiers") if info else None
+        context = (info.context or {}) if info else {}
+        known = context.get("known_tiers")
         errors = list(_semantic_errors(self, set(known) if known is not None else None))
-        if errors:
+        collect = context.get("collect")
+        if errors and isinstance(collect, list):  # the loader's salvage: gather, don't raise
+            collect.extend((loc, msg) for loc, msg, _ in errors)
+        elif errors:
             raise ValidationError.from_exception_data(
                 "PolicyDocument", [_policy_error(loc, msg, value) for loc, msg, value in errors]
             )

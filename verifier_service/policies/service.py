@@ -47,9 +47,22 @@ def validate_document(source: str | Mapping[str, Any], fmt: str | None = None) -
         with document_budget():
             document = parse_policy(source, fmt=fmt, known_tiers=known_tiers())  # type: ignore[arg-type]
     except PolicyValidationError as exc:
+        # What validated of it (exc.partial) has its tiers' configs checked too: one answer
+        # names every problem, not only those the schema found first.
+        errors = [{"loc": e["loc"], "msg": e["msg"]} for e in exc.errors]
+        named = {e["loc"] for e in errors}
+        if exc.partial is not None:
+            errors += [e for e in _tier_errors(exc.partial) if e["loc"] not in named]
         raise InvalidPolicyError(
-            "the policy document is invalid", errors=exc.errors, hint=_HINT
+            "the policy document is invalid", errors=errors, hint=_HINT
         ) from None
+    if errors := _tier_errors(document):
+        raise InvalidPolicyError("the policy document is invalid", errors=errors, hint=_HINT)
+    return document
+
+
+def _tier_errors(document: PolicyDocument) -> list[dict[str, str]]:
+    """Each ladder step's tier: known, verifying the ladder's kind, its config valid."""
     errors = []
     for kind, ladder in document.ladders.items():
         for index, step in enumerate(ladder):
@@ -73,9 +86,7 @@ def validate_document(source: str | Mapping[str, Any], fmt: str | None = None) -
                     validate(step.config)
                 except ValueError as exc:
                     errors.append({"loc": loc, "msg": str(exc)})
-    if errors:
-        raise InvalidPolicyError("the policy document is invalid", errors=errors, hint=_HINT)
-    return document
+    return errors
 
 
 _HINT = "fix the fields named in `errors` and submit again; POST /v1/policies/validate checks"

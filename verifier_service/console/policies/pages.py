@@ -75,10 +75,16 @@ def editor_page(
 ) -> HTMLResponse:
     """The draft editor, filled with a stored version (default: the active one, else the
     newest)."""
+    version, text = _base(session, name, start)
+    return _editor(request, settings, principal, name, version, text, text, None)
+
+
+def _base(session: SessionDep, name: str, start: int | None) -> tuple[int, str]:
+    """The version a draft starts from (default: the active one, else the newest), and its
+    text as stored (comments kept): what the draft's diff is taken against."""
     detail = service.detail(session, name)
     version = start or detail.active_version or detail.versions[-1].version
-    text = service.editor_text(policies.stored_version(session, name, version))
-    return _editor(request, settings, principal, name, version, text, None)
+    return version, service.editor_text(policies.stored_version(session, name, version))
 
 
 def _editor(
@@ -86,19 +92,23 @@ def _editor(
     settings: SettingsDep,
     principal: OperatorPrincipal,
     name: str,
-    start: int | None,
+    start: int,
+    base: str,
     text: str,
     check: DraftCheck | None,
+    *,
+    refuse: bool = True,
 ) -> HTMLResponse:
     lines = text.splitlines()
     by_line: dict[int, list[str]] = {}
     for error in check.errors if check else []:
         if error.line is not None:
             by_line.setdefault(error.line, []).append(f"{error.loc}: {error.msg}")
+    diff = service.draft_diff(start, base, text)
     response = renderer.page(request, settings, "policy_edit.html", principal=principal,
                      policy_name=name, start=start, text=text, check=check,
-                     lines=lines, by_line=by_line)  # fmt: skip
-    if check is not None and not check.valid:
+                     lines=lines, by_line=by_line, diff=diff)  # fmt: skip
+    if refuse and check is not None and not check.valid:
         response.status_code = 422
     return response
 
@@ -112,17 +122,21 @@ def save_draft_form(
     name: PolicyName,
     text: DraftText,
     start: Annotated[int | None, Form(ge=1, le=2**31 - 1)] = None,
+    preview: Annotated[bool, Form()] = False,
 ) -> HTMLResponse | RedirectResponse:
     """The editor's Save button: store the draft as an inactive version, or show its problems
-    at their lines (422)."""
+    at their lines (422); its "Check and show changes" button: the problems and the diff
+    against the version it started from, nothing stored."""
     check = service.check_draft(name, text)
-    if not check.valid:
-        return _editor(request, settings, principal, name, start, text, check)
-    version = service.save_draft(session, name, text, principal.name)
+    version, base = _base(session, name, start)
+    if preview or not check.valid:
+        return _editor(request, settings, principal, name, version, base, text, check,
+                       refuse=not preview)  # fmt: skip
+    saved = service.save_draft(session, name, text, principal.name)
     active = policies.summary(session, name).active_version
     compare = f"a={active}&" if active is not None else ""
     return RedirectResponse(
-        f"/console/policies/{name}?{compare}b={version}&saved={version}", status_code=303
+        f"/console/policies/{name}?{compare}b={saved}&saved={saved}", status_code=303
     )
 
 

@@ -85,3 +85,33 @@ class DraftCheck(BaseModel):
 
     valid: bool
     errors: list[FieldError]
+
+
+DraftLineKind = Literal["same", "added", "removed"]
+
+
+class DraftLine(BaseModel):
+    """One line of a draft's diff: its number on each side (absent where added or removed)."""
+
+    kind: DraftLineKind
+    old_no: int | None
+    new_no: int | None
+    text: str
+
+
+class DraftBlock(BaseModel):
+    """A run of a draft's diff: lines shown (changes and the lines around them), or unchanged
+    lines collapsed out of the way."""
+
+    collapsed: bool
+    lines: list[DraftLine]
+
+
+class DraftDiff(BaseModel):
+    """What an operator's draft changes in the version it started from, as written (comments
+    and layout kept): unchanged lines away from a change are collapsed."""
+
+    base_version: int
+    added: int
+    removed: int
+    blocks: list[DraftBlock]

@@ -21,7 +21,10 @@ from verifier_service.console.policies import repository as activations
 from verifier_service.console.policies.schemas import (
     DiffKind,
     DiffRow,
+    DraftBlock,
     DraftCheck,
+    DraftDiff,
+    DraftLine,
     FieldError,
     PolicyDetail,
     PolicyDiff,
@@ -159,6 +162,49 @@ def diff(session: Session, name: str, a: int, b: int) -> PolicyDiff:
         added=sum(r.right is not None for r in out if r.kind != "same"),
         removed=sum(r.left is not None for r in out if r.kind != "same"),
         rows=out,
+    )
+
+
+#: Unchanged lines shown on each side of a change in a draft's diff; the rest are collapsed.
+DRAFT_CONTEXT = 3
+
+
+def draft_diff(base_version: int, base: str, text: str, context: int = DRAFT_CONTEXT) -> DraftDiff:
+    """The operator's draft against the text of the version it started from, line by line as
+    written (difflib's matching): a changed line is its old line removed and its new one added;
+    unchanged lines more than `context` lines from a change are collapsed into blocks."""
+    old, new = base.splitlines(), text.splitlines()
+    lines: list[DraftLine] = []
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            lines.extend(
+                DraftLine(kind="same", old_no=i + 1, new_no=j + 1, text=new[j])
+                for i, j in zip(range(i1, i2), range(j1, j2), strict=True)
+            )
+            continue
+        lines.extend(
+            DraftLine(kind="removed", old_no=i + 1, new_no=None, text=old[i]) for i in range(i1, i2)
+        )
+        lines.extend(
+            DraftLine(kind="added", old_no=None, new_no=j + 1, text=new[j]) for j in range(j1, j2)
+        )
+    changed = [n for n, line in enumerate(lines) if line.kind != "same"]
+    shown = {n for c in changed for n in range(c - context, c + context + 1)}
+    blocks: list[DraftBlock] = []
+    for hidden, run in itertools.groupby(enumerate(lines), key=lambda nl: nl[0] not in shown):
+        run_lines = [line for _, line in run]
+        if hidden and len(run_lines) == 1:
+            hidden = False  # a one-line fold hides nothing worth a click
+        if blocks and blocks[-1].collapsed == hidden:
+            blocks[-1].lines.extend(run_lines)
+        else:
+            blocks.append(DraftBlock(collapsed=hidden, lines=run_lines))
+    return DraftDiff(
+        base_version=base_version,
+        added=sum(line.kind == "added" for line in lines),
+        removed=sum(line.kind == "removed" for line in lines),
+        blocks=blocks,
     )
 
 

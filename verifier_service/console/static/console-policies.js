@@ -144,8 +144,13 @@
     if (main) loadReplay(main);
     const textarea = document.getElementById("draft-text");
     if (textarea) {
-      for (const button of document.querySelectorAll("button.goto")) {
-        button.addEventListener("click", () => goToLine(textarea, Number(button.dataset.line)));
+      // A problem's "Line N" link: without scripts it moves focus to the line in the
+      // annotated listing; with them, to the line itself in the editor, selected.
+      for (const link of document.querySelectorAll("a.goto")) {
+        link.addEventListener("click", (event) => {
+          event.preventDefault();
+          goToLine(textarea, Number(link.dataset.line));
+        });
       }
     }
   });
