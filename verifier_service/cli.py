@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from verifier_service.auth import cli as auth_cli
+from verifier_service.cli_database import require_database
 from verifier_service.settings import Settings, get_settings
 
 app = typer.Typer(
@@ -322,6 +323,7 @@ def policies_load(
     folder: Annotated[Path, typer.Argument(help="Folder of *.yaml / *.json policies.")],
 ) -> None:
     """Validate and store every policy file in a folder (each becomes a new active version)."""
+    require_database()
     from verifier_service.core.db import transaction
     from verifier_service.core.errors import DomainError
     from verifier_service.policies.service import load_folder
@@ -343,6 +345,7 @@ def policies_load(
 @policies_app.command("list")
 def policies_list() -> None:
     """Show the stored policies and their active versions."""
+    require_database()
     from verifier_service.core.db import transaction
     from verifier_service.policies import repository
 

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from verifier_service.auth.schemas import Role
+from verifier_service.cli_database import require_database
 from verifier_service.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ def keys_create(
     ] = None,
 ) -> None:
     """Create an API key and print it once (only its hash is stored)."""
+    require_database()
     from verifier_service.auth import service
     from verifier_service.core.db import transaction
     from verifier_service.core.errors import DomainError
@@ -81,6 +83,7 @@ def keys_create(
 @keys_app.command("list")
 def keys_list() -> None:
     """Show every key: prefix, principal, roles, state; never the keys themselves."""
+    require_database()
     from verifier_service.auth import service
     from verifier_service.core.db import transaction
 
@@ -99,6 +102,7 @@ def keys_revoke(
     key: Annotated[str, typer.Argument(help="The key's id or prefix (vsk_...), from `keys list`.")],
 ) -> None:
     """Revoke a key: it stops working at once."""
+    require_database()
     from verifier_service.auth import service
     from verifier_service.auth.deps import rate_limiter
     from verifier_service.core.db import transaction
@@ -125,6 +129,8 @@ def users_create(
 ) -> None:
     """Create a person who signs in on the web pages (the password is prompted for)."""
     from verifier_service.auth import service
+
+    require_database()
 
     password = _read_password(password_stdin, "Password")
     _in_transaction(lambda session: service.create_user(session, name, role, password, CLI_ACTOR))
@@ -160,6 +166,8 @@ def users_set_password(
 ) -> None:
     """Set a person's password (forgotten or leaked): every session of theirs ends."""
     from verifier_service.auth import service
+
+    require_database()
 
     password = _read_password(password_stdin, "New password")
     ended = _in_transaction(
