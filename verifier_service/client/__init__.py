@@ -2,6 +2,7 @@
 
 `VerifierClient` blocks, `AsyncVerifierClient` awaits; both return the API's own models
 (`JobOut`, `Reward`) and raise the exceptions of `verifier_service.client.errors`.
+`OraclePartner` is the other side of an oracle: a lab's or a market's script.
 """
 
 from verifier_service.client._base import PollPolicy, RetryPolicy, rewards_of
@@ -20,6 +21,16 @@ from verifier_service.client.errors import (
     ServiceConnectionError,
     VerifierClientError,
 )
+from verifier_service.client.oracle import (
+    Batch,
+    BatchItem,
+    Claim,
+    LeaseLostError,
+    MeasurementFailed,
+    OraclePartner,
+    Posted,
+    Result,
+)
 from verifier_service.client.settings import ClientSettings
 from verifier_service.client.sync import VerifierClient
 from verifier_service.client.webhooks import WebhookVerificationError, verify_webhook
@@ -30,16 +41,24 @@ __all__ = [
     "APIError",
     "AsyncVerifierClient",
     "AuthenticationError",
+    "Batch",
+    "BatchItem",
+    "Claim",
     "ClientSettings",
     "ConflictError",
     "InvalidRequestError",
     "JobOut",
     "JobTimeoutError",
+    "LeaseLostError",
+    "MeasurementFailed",
     "NotFoundError",
+    "OraclePartner",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "PollPolicy",
+    "Posted",
     "RateLimitedError",
+    "Result",
     "RetryPolicy",
     "Reward",
     "RewardStatus",
