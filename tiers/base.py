@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -93,6 +94,15 @@ class Tier(Protocol):
     def canonical_payload(self, item: Candidate) -> str:
         """Canonical text of the item for the content-addressed verdict cache."""
         ...
+
+
+def missing_package(module: str, extra: str) -> str | None:
+    """ "module (extra 'x')" when `module` is not installed (found without importing it), else
+    None. For a tier's optional `missing_packages(config)`: what it would need to run `config`
+    in this process."""
+    if importlib.util.find_spec(module) is not None:
+        return None
+    return f"{module} (extra '{extra}')"
 
 
 def stable_json(value: Any) -> str:

@@ -158,7 +158,27 @@ def worker(
     # tasks would never be sent again.
     argv.append(f"--hostname={name or f'worker-{uuid.uuid4().hex[:8]}@%h'}")
     _warn_if_single_machine(settings)
+    _warn_missing_extras(set(wanted))
     celery_app.worker_main(argv)
+
+
+def _warn_missing_extras(queues: set[str]) -> None:
+    # A step of an active policy that this host cannot run (an extra not installed) would end
+    # every item climbing to it with an error verdict: say so now, naming policy and extra.
+    from verifier_service.core.db import transaction
+    from verifier_service.policies.requirements import missing_extras
+    from verifier_service.wiring import configure_tiers
+
+    try:
+        configure_tiers()
+        with transaction() as session:
+            lines = missing_extras(session, queues)
+    except Exception as exc:  # no schema yet, database away: the worker says so when it works
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        console.print(f"[yellow]warning:[/] policies not checked for missing extras: {reason}")
+        return
+    for line in lines:
+        console.print(f"[yellow]warning:[/] {line}")
 
 
 def _warn_if_single_machine(settings: Settings) -> None:

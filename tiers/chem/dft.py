@@ -32,7 +32,7 @@ from pydantic import (
 )
 from rdkit import Chem, rdBase
 
-from tiers.base import Candidate, Cost, Verdict, VerdictStatus, judge_one
+from tiers.base import Candidate, Cost, Verdict, VerdictStatus, judge_one, missing_package
 from tiers.chem.conformers import ForceFieldName, Geometry, embed_and_minimise
 from tiers.chem.molecule import (
     FragmentPolicy,
@@ -225,6 +225,11 @@ class ChemDftTier:
     def validate_config(self, config: Mapping[str, Any]) -> None:
         """Raise ValueError with a clear message when `config` is not valid for this tier."""
         parse_config(config)
+
+    def missing_packages(self, _config: Mapping[str, Any]) -> list[str]:
+        """What this process lacks to run any config: PySCF."""
+        missing = missing_package("pyscf", "quantum")
+        return [] if missing is None else [missing]
 
     def canonical_payload(self, item: Candidate) -> str:
         """Canonical isomeric SMILES of the whole input; the raw stripped text if it won't parse."""

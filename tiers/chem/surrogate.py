@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from rdkit import rdBase
 
-from tiers.base import Candidate, Cost, Stopwatch, Verdict, VerdictStatus
+from tiers.base import Candidate, Cost, Stopwatch, Verdict, VerdictStatus, missing_package
 from tiers.chem.conformers import ForceFieldName, Geometry, embed_and_minimise
 from tiers.chem.molecule import (
     FragmentPolicy,
@@ -112,6 +112,16 @@ class ChemSurrogateTier:
     def validate_config(self, config: Mapping[str, Any]) -> None:
         """Raise ValueError with a clear message when `config` is not valid for this tier."""
         parse_config(config)
+
+    def missing_packages(self, config: Mapping[str, Any]) -> list[str]:
+        """What this process lacks to run `config`: tblite for xTB, scikit-learn for a model."""
+        cfg = parse_config(config)
+        wanted = []
+        if cfg.xtb and cfg.forcefield:
+            wanted.append(("tblite", "quantum"))
+        if cfg.model != "off" and (self.model_path is not None or cfg.model == "required"):
+            wanted += [("sklearn", "ml"), ("joblib", "ml")]
+        return [m for m in (missing_package(*w) for w in wanted) if m is not None]
 
     def canonical_payload(self, item: Candidate) -> str:
         """Canonical isomeric SMILES of the whole input; the raw stripped text if it won't parse."""
