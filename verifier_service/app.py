@@ -144,6 +144,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
     from verifier_service.console.oracles import pages as oracle_pages
     from verifier_service.console.overview import endpoints as overview_api
     from verifier_service.console.overview import pages as overview_pages
+    from verifier_service.console.people import pages as people_pages
     from verifier_service.console.policies import endpoints as console_policies_api
     from verifier_service.console.policies import pages as console_policies_pages
     from verifier_service.events.endpoints import router as events_router
@@ -177,6 +178,7 @@ def create_app(*, check_migrations: bool = True) -> FastAPI:
                     console_policies_api, console_policies_pages, operations_api,
                     operations_pages, oracle_pages):  # fmt: skip
         app.include_router(console.router)
+    app.include_router(people_pages.router)
     tracing.instrument_app(app, settings)
     auth_endpoints.redact_keys_in_access_log()
     return app

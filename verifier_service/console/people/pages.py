@@ -1,0 +1,211 @@
+"""The console's people pages: gold items (list, add one from a task people were sent,
+remove), adjudication (tasks whose reviewers disagreed: decide) and reviewers (pause, resume).
+Server-rendered, plain forms with the CSRF token: every control works from the keyboard and
+without script. The JSON API for the same is review/endpoints.py; both stand on the review
+domain's service."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import quote
+
+from fastapi import APIRouter, Form, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, RedirectResponse
+from sqlalchemy.orm import Session
+
+from verifier_service.auth.deps import OperatorPrincipal
+from verifier_service.auth.forms import OperatorForm
+from verifier_service.auth.schemas import AuthenticatedPrincipal
+from verifier_service.console.people import service
+from verifier_service.console.render import renderer
+from verifier_service.core.db import retried_transaction
+from verifier_service.core.deps import SessionDep, SettingsDep
+from verifier_service.core.errors import InvalidRequestError
+from verifier_service.settings import Settings
+
+router = APIRouter(tags=["console pages"], include_in_schema=False)
+
+TaskId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+TaskQuery = Annotated[str, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+#: What the pages say they did (a name or an id from the redirect; escaped when shown).
+Said = Annotated[str | None, Query(max_length=128)]
+ReviewerField = Annotated[str, Form(min_length=1, max_length=128)]
+
+T = TypeVar("T")
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The posted form's text fields (a rubric's dimensions are not known in advance)."""
+    form = await request.form()
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+async def _in_transaction(work: Callable[[Session], T]) -> T:
+    return await run_in_threadpool(retried_transaction, work)
+
+
+# --------------------------------------------------------------------------- gold items
+
+
+@router.get("/console/people/gold")
+def gold_page(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    principal: OperatorPrincipal,
+    added: Said = None,
+    removed: Said = None,
+) -> HTMLResponse:
+    """Gold items with reviewers' record on each (remove one), and the tasks people were sent
+    that a new gold item can be made from."""
+    found = service.gold_page(session)
+    return renderer.page(request, settings, "people_gold.html", principal=principal,
+                         page=found, added=added, removed=removed,
+                         excerpt=service.excerpt)  # fmt: skip
+
+
+def _new_gold(
+    request: Request,
+    settings: Settings,
+    principal: AuthenticatedPrincipal,
+    found: Any,
+    values: Mapping[str, str],
+    tolerance: str,
+    error: str | None,
+) -> HTMLResponse:
+    return renderer.page(request, settings, "people_gold_new.html",
+                         status=422 if error else 200, principal=principal, task=found,
+                         values=values, tolerance=tolerance, error=error)  # fmt: skip
+
+
+@router.get("/console/people/gold/new")
+def new_gold_page(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    principal: OperatorPrincipal,
+    task: TaskQuery,
+) -> HTMLResponse:
+    """The form that makes a gold item from a task: its item, what reviewers said, and a
+    field per rubric dimension for the known answer."""
+    found = service.source(session, task)
+    return _new_gold(request, settings, principal, found, {}, "0", None)
+
+
+@router.post("/console/people/gold", response_model=None)
+async def add_gold_form(
+    request: Request,
+    settings: SettingsDep,
+    principal: OperatorForm,
+    task_id: Annotated[str, Form(min_length=1, max_length=64)],
+    tolerance: Annotated[float, Form(ge=0, le=1e6)] = 0.0,
+) -> HTMLResponse | RedirectResponse:
+    """The Add gold item button: the task's item with the known answer joins its queue; a
+    wrong answer shows the form again with what was wrong (422)."""
+    form = await _form(request)
+    try:
+        made = await _in_transaction(
+            lambda s: service.add_gold_from(s, task_id, form, tolerance, principal.name)
+        )
+    except InvalidRequestError as exc:
+        found = await _in_transaction(lambda s: service.source(s, task_id))
+        return _new_gold(request, settings, principal, found, form, str(tolerance), str(exc))
+    return RedirectResponse(
+        f"/console/people/gold?added={made.task_id}#gold-{made.task_id}", status_code=303
+    )
+
+
+@router.post("/console/people/gold/{task_id}/remove")
+def remove_gold_form(task_id: TaskId, principal: OperatorForm) -> RedirectResponse:
+    """A gold item's Remove button: nobody is served it again; back to the list."""
+    retried_transaction(lambda s: service.remove_gold(s, task_id, principal.name))
+    return RedirectResponse(f"/console/people/gold?removed={quote(task_id)}", status_code=303)
+
+
+# --------------------------------------------------------------------------- adjudication
+
+
+def _adjudication(
+    request: Request,
+    settings: Settings,
+    principal: AuthenticatedPrincipal,
+    session: Session,
+    decided: str | None,
+    failed: tuple[str, str, Mapping[str, str]] | None = None,
+) -> HTMLResponse:
+    tasks = service.adjudications(session)
+    return renderer.page(request, settings, "people_adjudication.html",
+                         status=422 if failed else 200, principal=principal, tasks=tasks,
+                         decided=decided, failed=failed)  # fmt: skip
+
+
+@router.get("/console/people/adjudication")
+def adjudication_page(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    principal: OperatorPrincipal,
+    decided: Said = None,
+) -> HTMLResponse:
+    """Tasks whose reviewers disagreed: the item, every answer, the agreement, and a form to
+    decide."""
+    return _adjudication(request, settings, principal, session, decided)
+
+
+@router.post("/console/people/adjudication/{task_id}", response_model=None)
+async def decide_form(
+    request: Request,
+    settings: SettingsDep,
+    principal: OperatorForm,
+    task_id: TaskId,
+    comment: Annotated[str, Form(max_length=20000)] = "",
+) -> HTMLResponse | RedirectResponse:
+    """A task's Decide button: the operator's answer is final and completes the item."""
+    form = await _form(request)
+    try:
+        await _in_transaction(lambda s: service.decide(s, task_id, form, comment, principal.name))
+    except InvalidRequestError as exc:
+        failed = (task_id, str(exc), form)
+        return await _in_transaction(
+            lambda s: _adjudication(request, settings, principal, s, None, failed)
+        )
+    return RedirectResponse(
+        f"/console/people/adjudication?decided={quote(task_id)}", status_code=303
+    )
+
+
+# --------------------------------------------------------------------------- reviewers
+
+
+@router.get("/console/people/reviewers")
+def reviewers_page(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    principal: OperatorPrincipal,
+    paused: Said = None,
+    resumed: Said = None,
+) -> HTMLResponse:
+    """Every reviewer's standing (gold accuracy, paused and why) with Pause and Resume."""
+    found = service.reviewers(session)
+    return renderer.page(request, settings, "people_reviewers.html", principal=principal,
+                         reviewers=found, paused=paused, resumed=resumed)  # fmt: skip
+
+
+@router.post("/console/people/reviewers")
+def pause_form(
+    principal: OperatorForm,
+    reviewer: ReviewerField,
+    action: Annotated[Literal["pause", "resume"], Form()],
+) -> RedirectResponse:
+    """The Pause and Resume buttons (and pausing someone by name): a paused reviewer's next
+    claim is refused."""
+    name = reviewer.strip()
+    paused = action == "pause"
+    retried_transaction(lambda s: service.set_paused(s, name, paused, principal.name))
+    said = "paused" if paused else "resumed"
+    return RedirectResponse(
+        f"/console/people/reviewers?{said}={quote(name, safe='')}", status_code=303
+    )
