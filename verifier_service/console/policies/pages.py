@@ -18,6 +18,8 @@ from verifier_service.console.render import renderer
 from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.policies import service as policies
 from verifier_service.policies.params import PolicyName, VersionNumber
+from verifier_service.web import flash
+from verifier_service.web.flash import ConfirmQuery
 
 router = APIRouter(tags=["console pages"], include_in_schema=False)
 
@@ -55,13 +57,14 @@ def policy_page(
     a: OptionalVersion = None,
     b: OptionalVersion = None,
     saved: OptionalVersion = None,
+    confirm: ConfirmQuery = None,
 ) -> HTMLResponse:
     """A policy's versions (activate, replay, edit, roll back) and two of them side by side."""
     detail = service.detail(session, name)
     first, second = _pair(detail, a, b)
     diff = service.diff(session, name, first, second)
-    return renderer.page(request, settings, "policy.html", principal=principal,
-                 policy=detail, diff=diff, saved=saved)  # fmt: skip
+    return flash.page(renderer, request, settings, "policy.html", principal=principal,
+                      policy=detail, diff=diff, saved=saved, confirm=confirm)  # fmt: skip
 
 
 @router.get("/console/policies/{name}/edit")
@@ -160,17 +163,33 @@ def replay_page(
 
 @router.post("/console/policies/{name}/versions/{version}/activate")
 def activate_form(
-    session: SessionDep, principal: OperatorForm, name: PolicyName, version: VersionNumber
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    principal: OperatorForm,
+    name: PolicyName,
+    version: VersionNumber,
 ) -> RedirectResponse:
-    """A version's Activate button: make it active (audited), back to the policy page."""
+    """A version's confirmed Activate button: make it active (audited), back to the policy
+    page, which says so."""
+    before = service.detail(session, name).active_version
     service.activate(session, name, version, principal.name)
-    return RedirectResponse(f"/console/policies/{name}", status_code=303)
+    was = f" (was v{before})" if before is not None and before != version else ""
+    said = f"v{version} of {name} is active{was}: new jobs use it."
+    return flash.redirect(f"/console/policies/{name}", request, settings, said)
 
 
 @router.post("/console/policies/{name}/rollback")
 def rollback_form(
-    session: SessionDep, principal: OperatorForm, name: PolicyName
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    principal: OperatorForm,
+    name: PolicyName,
 ) -> RedirectResponse:
-    """The Roll back button: the version active before the current one again (audited)."""
-    service.rollback(session, name, principal.name)
-    return RedirectResponse(f"/console/policies/{name}", status_code=303)
+    """The confirmed Roll back button: the version active before the current one again
+    (audited)."""
+    before = service.detail(session, name).active_version
+    after = service.rollback(session, name, principal.name).active_version
+    said = f"{name} rolled back from v{before} to v{after}: new jobs use v{after}."
+    return flash.redirect(f"/console/policies/{name}", request, settings, said)
