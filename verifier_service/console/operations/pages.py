@@ -15,52 +15,68 @@ from verifier_service.console.render import renderer
 from verifier_service.core.db import transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.ladder.dispatch import commit_then_send
+from verifier_service.web import flash
+from verifier_service.web.flash import ConfirmQuery
 
 router = APIRouter(tags=["console pages"], include_in_schema=False)
 
 
 @router.get("/console/queues")
 def operations_page(
-    request: Request, settings: SettingsDep, principal: OperatorPrincipal
+    request: Request,
+    settings: SettingsDep,
+    principal: OperatorPrincipal,
+    confirm: ConfirmQuery = None,
 ) -> HTMLResponse:
     """Queues and workers: pause and resume a queue, drain a worker, see each worker's tasks."""
     ops = ops_service.operations(settings.broker_url)
-    return renderer.page(request, settings, "ops.html", principal=principal, ops=ops)
+    return flash.page(renderer, request, settings, "ops.html", principal=principal, ops=ops,
+                      confirm=confirm)  # fmt: skip
 
 
 @router.post("/console/queues/{queue}/{action}")
 def queue_form(
-    settings: SettingsDep, principal: OperatorForm, queue: QueueName, action: str
+    request: Request, settings: SettingsDep, principal: OperatorForm, queue: QueueName, action: str
 ) -> RedirectResponse:
-    """The Pause and Resume buttons (plain forms): change the queue, then back to the page."""
+    """The confirmed Pause and the Resume buttons (plain forms): change the queue, then back to
+    the page, which says what was done."""
     with transaction() as session:
         if action == "pause":
             ops_service.pause(session, settings.broker_url, queue, principal.name)
+            said = f"Queue {queue} paused: workers take none of its tasks until it resumes."
         elif action == "resume":
             ops_service.resume(session, settings.broker_url, queue, principal.name)
+            said = f"Queue {queue} resumed: workers take its tasks again."
         else:
             return RedirectResponse("/console/queues", status_code=303)
-    return RedirectResponse(f"/console/queues#queue-{queue}", status_code=303)
+    return flash.redirect(f"/console/queues#queue-{queue}", request, settings, said)
 
 
 @router.post("/console/workers/{node}/{action}")
 def worker_form(
-    settings: SettingsDep, principal: OperatorForm, node: NodeName, action: str
+    request: Request, settings: SettingsDep, principal: OperatorForm, node: NodeName, action: str
 ) -> RedirectResponse:
-    """The Drain and Undrain buttons (plain forms)."""
-    if action in ("drain", "undrain"):
-        with transaction() as session:
-            ops_service.drain(
-                session, settings.broker_url, node, principal.name, on=action == "drain"
-            )
-    return RedirectResponse("/console/queues#workers", status_code=303)
+    """The confirmed Drain and the Undrain buttons (plain forms)."""
+    if action not in ("drain", "undrain"):
+        return RedirectResponse("/console/queues#workers", status_code=303)
+    with transaction() as session:
+        ops_service.drain(session, settings.broker_url, node, principal.name, on=action == "drain")
+    said = (
+        f"Worker {node} draining: it takes no new work and finishes what it holds."
+        if action == "drain"
+        else f"Worker {node} undrained: it takes work again."
+    )
+    return flash.redirect("/console/queues#workers", request, settings, said)
 
 
 @router.post("/console/jobs/{job_id}/retry")
-def retry_form(job_id: JobId, principal: OperatorForm) -> RedirectResponse:
+def retry_form(
+    request: Request, settings: SettingsDep, job_id: JobId, principal: OperatorForm
+) -> RedirectResponse:
     """The job page's Retry button: its infra_error items climb again; back to the job."""
-    commit_then_send(lambda session: ops_service.retry(session, job_id, principal.name))
-    return RedirectResponse(f"/console/jobs/{job_id}", status_code=303)
+    _, n = commit_then_send(lambda session: ops_service.retry(session, job_id, principal.name))
+    said = f"{n} infra_error item{'' if n == 1 else 's'} sent up the ladder again."
+    return flash.redirect(f"/console/jobs/{job_id}", request, settings, said)
 
 
 @router.get("/console/reviewers")

@@ -33,6 +33,19 @@ def answers_since(session: Session, since: datetime) -> dict[str, int]:
     return {str(r): int(n) for r, n in rows}
 
 
+def answer_times_since(session: Session, since: datetime) -> dict[str, list[datetime]]:
+    """When each reviewer answered real items (not gold) since `since`, oldest first."""
+    rows = session.execute(
+        select(ReviewAnswer.reviewer, ReviewAnswer.created_at)
+        .where(ReviewAnswer.created_at >= since, ReviewAnswer.gold.is_(False))
+        .order_by(ReviewAnswer.reviewer, ReviewAnswer.created_at)
+    )
+    out: dict[str, list[datetime]] = {}
+    for reviewer, at in rows:
+        out.setdefault(str(reviewer), []).append(at)
+    return out
+
+
 def review_queue_names(session: Session) -> list[str]:
     """Every review queue's name."""
     return list(session.scalars(select(ReviewQueue.name).order_by(ReviewQueue.name)))

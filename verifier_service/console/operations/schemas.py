@@ -7,6 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+#: What a queue does now (see `QueueState.state`).
+QueueRun = Literal["paused", "no workers", "draining", "drained", "running"]
+
 
 class QueueState(BaseModel):
     """One queue right now, with the operators' pause."""
@@ -15,6 +18,12 @@ class QueueState(BaseModel):
     depth: int | None = Field(description="Tasks waiting on the queue (null: broker down).")
     workers: int = Field(description="Live workers started for this queue.")
     consuming: int = Field(description="Of them, those taking work from it now.")
+    draining: int = Field(default=0, description="Of them, those an operator drains.")
+    state: QueueRun = Field(
+        default="running",
+        description="paused; no workers (none live); draining or drained (every live worker "
+        "of it drained: nobody takes its tasks; draining ones still finish tasks); running.",
+    )
     paused: bool
     paused_by: str | None = None
     paused_at: datetime | None = None
@@ -62,7 +71,16 @@ class ReviewerRow(BaseModel):
     reviewer: str
     answered: int = Field(description="Answers to real items (not gold) in all.")
     answered_24h: int = Field(description="Answers to real items in the last 24 hours.")
-    per_hour_24h: float = Field(description="Answers per hour over the last 24 hours.")
+    per_hour_24h: float = Field(
+        description="Answers in the last 24 hours over 24 (a day's average, breaks and nights "
+        "included: see `per_hour_active` for the pace of work)."
+    )
+    answered_1h: int = Field(default=0, description="Answers to real items in the last hour.")
+    per_hour_active: float | None = Field(
+        default=None,
+        description="Answers per hour of reviewing over the last 24 hours: the time between "
+        "consecutive answers, gaps over 15 minutes counted as breaks (null: fewer than two).",
+    )
     gold_answered: int
     gold_correct: int
     gold_accuracy: float | None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 import redis
@@ -20,6 +21,7 @@ from verifier_service.auth import service as audit
 from verifier_service.console.operations import repository as ops_repository
 from verifier_service.console.operations.schemas import (
     Operations,
+    QueueRun,
     QueueState,
     ReviewerRow,
     Reviewers,
@@ -37,6 +39,7 @@ from verifier_service.core.presence import (
     drain_key,
     held_tasks,
     live_nodes,
+    live_queues,
     paused_queues,
     workers_holding_tasks,
     workers_per_queue,
@@ -85,6 +88,9 @@ def queue_states(broker_url: str) -> list[QueueState]:
         paused = paused_queues(client)
         started = workers_per_queue(client, list(QUEUES))
         reports = _reports(client)
+        queues_of = live_queues(client, QUEUES)
+        drained = {node for node in queues_of if client.exists(drain_key(node))}
+        holding = {node for node in drained if held_tasks(client, node)}
     except BROKER_ERRORS as exc:
         raise _unavailable(exc) from exc
     out = []
@@ -94,18 +100,33 @@ def queue_states(broker_url: str) -> list[QueueState]:
         except BROKER_ERRORS:
             depth = None
         pause = paused.get(queue)
+        nodes = {node for node, queues in queues_of.items() if queue in queues}
         out.append(
             QueueState(
                 queue=queue,
                 depth=depth,
                 workers=started.get(queue, 0),
                 consuming=sum(1 for r in reports.values() if queue in r.get("consuming", [])),
+                draining=len(nodes & drained),
+                state=_queue_state(pause is not None, nodes, drained, holding),
                 paused=pause is not None,
                 paused_by=pause["by"] if pause else None,
                 paused_at=datetime.fromisoformat(pause["at"]) if pause else None,
             )
         )
     return out
+
+
+def _queue_state(paused: bool, nodes: set[str], drained: set[str], holding: set[str]) -> QueueRun:
+    """What a queue does now: paused; no live worker; every live worker of it drained (still
+    finishing tasks: draining; idle: drained), so nobody takes its tasks; else running."""
+    if paused:
+        return "paused"
+    if not nodes:
+        return "no workers"
+    if nodes <= drained:
+        return "draining" if nodes & holding else "drained"
+    return "running"
 
 
 def _known_queue(queue: str) -> None:
@@ -259,17 +280,35 @@ def retry(session: Session, job_id: str, actor: str) -> tuple[Outgoing, int]:
 
 # ------------------------------------------------------------------ reviewers
 
+#: A gap between two answers longer than this is a break, not time spent reviewing.
+BREAK_S = 15 * 60
+
+
+def per_active_hour(times: list[datetime]) -> float | None:
+    """Answers per hour of reviewing: the answers after the first over the time between
+    consecutive answers, each gap counted up to `BREAK_S` (longer ones are breaks); None with
+    fewer than two answers (no time to divide by)."""
+    if len(times) < 2:
+        return None
+    active = sum(min((b - a).total_seconds(), BREAK_S) for a, b in pairwise(times))
+    return (len(times) - 1) * 3600.0 / active if active > 0 else None
+
 
 def reviewers(session: Session) -> Reviewers:
     """Each reviewer's answers (all, and per hour over the last day) and gold accuracy; the
     agreement of each review queue per rubric dimension."""
-    recent = ops_repository.answers_since(session, utcnow() - timedelta(hours=24))
+    now = utcnow()
+    recent = ops_repository.answers_since(session, now - timedelta(hours=24))
+    times = ops_repository.answer_times_since(session, now - timedelta(hours=24))
+    hour_ago = now - timedelta(hours=1)
     rows = [
         ReviewerRow(
             reviewer=r.reviewer,
             answered=r.answered,
             answered_24h=recent.get(r.reviewer, 0),
             per_hour_24h=recent.get(r.reviewer, 0) / 24.0,
+            answered_1h=sum(1 for at in times.get(r.reviewer, []) if at >= hour_ago),
+            per_hour_active=per_active_hour(times.get(r.reviewer, [])),
             gold_answered=r.gold_answered,
             gold_correct=r.gold_correct,
             gold_accuracy=r.gold_accuracy,

@@ -17,6 +17,8 @@ from verifier_service.console.params import JobId, WindowQuery
 from verifier_service.console.render import renderer
 from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.ladder.dispatch import commit_then_send
+from verifier_service.web import flash
+from verifier_service.web.flash import ConfirmQuery
 
 router = APIRouter(tags=["console pages"], include_in_schema=False)
 
@@ -56,14 +58,20 @@ def job_page(
     settings: SettingsDep,
     principal: OperatorPrincipal,
     job_id: JobId,
+    confirm: ConfirmQuery = None,
 ) -> HTMLResponse:
     """One job: each item's path up the ladder with verdicts and costs."""
     paths = service.job_paths(session, job_id)
-    return renderer.page(request, settings, "job.html", principal=principal, paths=paths)
+    return flash.page(renderer, request, settings, "job.html", principal=principal,
+                      paths=paths, confirm=confirm)  # fmt: skip
 
 
 @router.post("/console/jobs/{job_id}/cancel")
-def cancel_form(job_id: JobId, principal: OperatorForm) -> RedirectResponse:
-    """The job page's Cancel button (a plain form): cancel, then back to the job page."""
+def cancel_form(
+    request: Request, settings: SettingsDep, job_id: JobId, principal: OperatorForm
+) -> RedirectResponse:
+    """The job page's confirmed Cancel button (a plain form): cancel, then back to the job
+    page, which says what was done."""
     commit_then_send(lambda session: service.cancel(session, job_id, principal.name))
-    return RedirectResponse(f"/console/jobs/{job_id}", status_code=303)
+    said = f'Job {job_id} cancelled: its unfinished items end as infra_error "cancelled".'
+    return flash.redirect(f"/console/jobs/{job_id}", request, settings, said)

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from verifier_service.console.overview.histogram import FLOOR_S, LN_BASE
 from verifier_service.ladder.models import CostLedgerEntry, Item, Job, VerdictRecord
 from verifier_service.ladder.states import ItemState
+from verifier_service.review.models import ReviewTask
 
 #: Item states before `done`: what an item's reward status is not yet known in.
 UNFINISHED = [s.value for s in ItemState if s != ItemState.done]
@@ -104,7 +105,7 @@ def duration_percentiles(
     rows = session.execute(select(VerdictRecord.tier, VerdictRecord.wall_s).where(*live))
     for tier, wall in rows:
         walls.setdefault(tier, []).append(float(wall))
-    return {tier: (_percentile(v, 0.5), _percentile(v, 0.95)) for tier, v in walls.items()}
+    return {tier: (percentile(v, 0.5), percentile(v, 0.95)) for tier, v in walls.items()}
 
 
 def wall_bucket(session: Session) -> Any:
@@ -126,7 +127,7 @@ def live_wall_buckets(session: Session, ranges: Sequence[Range]) -> list[tuple[s
     return [(tier, int(b), int(n)) for tier, b, n in rows]
 
 
-def _percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     pos = q * (len(ordered) - 1)
     low = int(pos)
@@ -148,14 +149,40 @@ def costs(session: Session, ranges: Sequence[Range]) -> list[tuple[str, str, str
     return [(po, k, t, pr, int(n), float(u or 0.0)) for po, k, t, pr, n, u in rows]
 
 
-def oldest_waiting(session: Session) -> datetime | None:
-    """When the longest-waiting item sent to a tier queue (not yet taken by a worker) was sent."""
-    found: datetime | None = session.execute(
+#: Review task states in which people have not finished with it (nor has a deadline).
+REVIEW_DONE = ("done", "closed")
+
+
+def oldest_waiting(session: Session) -> tuple[datetime | None, datetime | None]:
+    """When the longest-waiting item sent to a tier queue (not yet taken by a worker) was sent,
+    and when the oldest review task still waiting for people (not gold) was opened."""
+    on_queue: datetime | None = session.execute(
         select(func.min(Item.dispatched_at)).where(
             Item.state == "running", Item.claimed_at.is_(None)
         )
     ).scalar_one()
-    return found
+    for_people: datetime | None = session.execute(
+        select(func.min(ReviewTask.created_at)).where(
+            ReviewTask.state.not_in(REVIEW_DONE),
+            ReviewTask.gold.is_(False),
+            ReviewTask.item_id.is_not(None),
+        )
+    ).scalar_one()
+    return on_queue, for_people
+
+
+def review_times(session: Session, since: datetime) -> list[float]:
+    """Seconds from opening to answer of the review tasks people finished since `since` (not
+    gold: those are answered by whoever passes, not waited for)."""
+    rows = session.execute(
+        select(ReviewTask.created_at, ReviewTask.closed_at).where(
+            ReviewTask.state == "done",
+            ReviewTask.closed_at >= since,
+            ReviewTask.gold.is_(False),
+            ReviewTask.item_id.is_not(None),
+        )
+    )
+    return [(closed - opened).total_seconds() for opened, closed in rows if closed is not None]
 
 
 def search_jobs(

@@ -34,6 +34,14 @@ class TierStats(BaseModel):
     cached: int = Field(description="Verdicts taken from the verdict cache.")
     p50_s: float = Field(description="Median wall time of the verdicts not from the cache.")
     p95_s: float = Field(description="95th percentile wall time of the verdicts not cached.")
+    review_p50_s: float | None = Field(
+        default=None,
+        description="The human tier only: median time from a review task's opening to its "
+        "answer, over the tasks people finished in the window (its verdicts' wall is ~0).",
+    )
+    review_p95_s: float | None = Field(
+        default=None, description="The human tier only: 95th percentile of that review time."
+    )
     cost_units: float
 
 
@@ -82,7 +90,11 @@ class Overview(BaseModel):
     total_cost_units: float
     queues: list[QueueStats]
     oldest_waiting_s: float | None = Field(
-        description="Age of the oldest item sent to a tier queue and not yet taken by a worker."
+        description="Age of the oldest item waiting: sent to a tier queue and not yet taken by "
+        "a worker, or in a review task people have not finished."
+    )
+    oldest_waiting_for: Literal["tier queue", "people"] | None = Field(
+        default=None, description="What that oldest item waits for."
     )
 
 

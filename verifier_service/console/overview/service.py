@@ -38,6 +38,9 @@ from verifier_service.ladder.dispatch import Outgoing, stage
 from verifier_service.ladder.models import JOB_FINISHED, Job
 from verifier_service.ladder.operations import cancel_job
 
+#: The tier whose verdicts people give: its times are review times (see `overview`).
+HUMAN_TIER = "human"
+
 SPAN = {
     Window.hour: timedelta(hours=1),
     Window.day: timedelta(hours=24),
@@ -199,7 +202,14 @@ def overview(
         )
     n_verdicts = sum(t.verdicts for t in tiers)
     statuses = {s: n for s, n in totals.statuses.items() if n}
-    oldest = repository.oldest_waiting(session)
+    on_queue, for_people = repository.oldest_waiting(session)
+    oldest = min((t for t in (on_queue, for_people) if t is not None), default=None)
+    reviews = repository.review_times(session, since)
+    if reviews:  # people's time: from the task's opening to its answer, not the verdict's wall
+        for stats in tiers:
+            if stats.tier == HUMAN_TIER:
+                stats.review_p50_s = repository.percentile(reviews, 0.5)
+                stats.review_p95_s = repository.percentile(reviews, 0.95)
     return Overview(
         window=window,
         since=since,
@@ -218,6 +228,9 @@ def overview(
         total_cost_units=sum(totals.cost_tier.values()),
         queues=queues(broker_url),
         oldest_waiting_s=(now - oldest).total_seconds() if oldest is not None else None,
+        oldest_waiting_for=(
+            None if oldest is None else "people" if oldest == for_people else "tier queue"
+        ),
     )
 
 

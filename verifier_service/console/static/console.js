@@ -54,10 +54,13 @@
   function barCell(share, colour, label) {
     const cell = el("td", { class: "bar-cell" });
     if (label !== undefined) cell.append(el("span", { class: "bar-label" }, label));
-    const bar = el("div", { class: "hbar", title: fmt.pct(share) });
+    // The bar in a track of its own: its length is `share` of the track, whatever the label.
+    const track = el("span", { class: "bar-track" });
+    const bar = el("span", { class: "hbar", title: fmt.pct(share) });
     bar.style.width = `${Math.max(0, Math.min(1, share)) * 100}%`;
     if (colour) bar.style.background = colour;
-    cell.append(bar);
+    track.append(bar);
+    cell.append(track);
     return cell;
   }
 
@@ -149,13 +152,22 @@
     setText("kpi-cache", fmt.pct(data.cache_hit_rate));
     setText("kpi-cost", fmt.units(data.total_cost_units));
     setText("kpi-oldest", data.oldest_waiting_s === null ? "none" : fmt.secs(data.oldest_waiting_s));
+    const waitsFor = document.getElementById("kpi-oldest-for");
+    if (waitsFor) waitsFor.textContent = data.oldest_waiting_for ? ` (for ${data.oldest_waiting_for})` : "";
     drawRate(document.getElementById("chart-rate"), data);
     drawRewards(document.getElementById("chart-rewards"), statuses);
     fillTable("rewards", Object.entries(statuses).map(([s, n]) => [td(s), td(fmt.int(n), "num")]));
     const total = data.total_cost_units || 0;
     fillTable("tiers", data.tiers.map((t) => [
       td(t.tier), td(fmt.int(t.verdicts), "num"), td(fmt.int(t.cached), "num"),
-      td(fmt.secs(t.p50_s), "num"), td(fmt.secs(t.p95_s), "num"), td(fmt.units(t.cost_units), "num"),
+      // People's tier: their review time (task opened to answered), not the verdict's ~0 wall.
+      ...(t.review_p50_s !== null && t.review_p50_s !== undefined
+        ? [td(`${fmt.secs(t.review_p50_s)} review`, "num review-time"),
+           td(`${fmt.secs(t.review_p95_s)} review`, "num review-time")]
+        : t.tier === "human"
+          ? [td("no answer yet", "num"), td("–", "num")]
+          : [td(fmt.secs(t.p50_s), "num"), td(fmt.secs(t.p95_s), "num")]),
+      td(fmt.units(t.cost_units), "num"),
       barCell(total ? t.cost_units / total : 0),
     ]));
     fillTable("ladder", data.ladder.map((s) => [
