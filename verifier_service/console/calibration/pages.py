@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 from verifier_service.auth.deps import OperatorPrincipal
 from verifier_service.console.calibration import service
 from verifier_service.console.calibration.schemas import GateCalibration
+from verifier_service.console.calibration.service import endpoint_models
 from verifier_service.console.overview.schemas import Window
 from verifier_service.console.params import ThresholdQuery, WindowQuery
 from verifier_service.console.render import renderer
@@ -97,7 +98,7 @@ def calibration_page(
     threshold: ThresholdQuery = None,
 ) -> HTMLResponse:
     """Calibration: how each audited gate's cheap tier agrees with the tier above it."""
-    found = service.calibration(session, window, threshold)
+    found = service.calibration(session, window, threshold, endpoint_models(settings))
     return renderer.page(
         request, settings, "calibration.html", principal=principal, calibration=found,
         charts=[chart(g) for g in found.gates], windows=[w.value for w in Window],

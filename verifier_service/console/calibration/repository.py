@@ -56,3 +56,43 @@ def climbed_pairs(
         .order_by(upper.created_at)
     )
     return [(h, lo, comp or {}, up, bool(audit), at) for h, lo, comp, up, audit, at in rows]
+
+
+def judged_by_people(
+    session: Session, *, since: datetime
+) -> list[tuple[str, int, str, int, int, float, float, datetime]]:
+    """Items that a model judge (`judge.llm`) scored and people (`human`, a later step) then
+    scored, people's verdict stored since `since`: (policy, version, kind, judge step, human
+    step, judge score, people's score, when people's verdict was stored). Verdicts without a
+    score (errors, pending) are left out."""
+    judge = aliased(VerdictRecord)
+    people = aliased(VerdictRecord)
+    rows = session.execute(
+        select(
+            Job.policy_name,
+            Job.policy_version,
+            Item.kind,
+            judge.step,
+            people.step,
+            judge.score,
+            people.score,
+            people.created_at,
+        )
+        .join(Job, Job.id == Item.job_id)
+        .join(judge, and_(judge.item_id == Item.id, judge.tier == "judge.llm"))
+        .join(
+            people,
+            and_(people.item_id == Item.id, people.tier == "human", people.step > judge.step),
+        )
+        .where(
+            people.created_at >= since,
+            judge.score.is_not(None),
+            people.score.is_not(None),
+        )
+        .order_by(people.created_at)
+    )
+    return [
+        (name, int(version), kind, int(js), int(hs), float(j), float(h), at)
+        for name, version, kind, js, hs, j, h, at in rows
+        if j is not None and h is not None
+    ]

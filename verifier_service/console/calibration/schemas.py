@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 
 from pydantic import BaseModel, Field
 
@@ -59,10 +59,56 @@ class GateCalibration(BaseModel):
     points: list[CalibrationPoint] = Field(description="The sample's pairs (at most 1,000).")
 
 
+class JudgeConfusion(BaseModel):
+    """A model judge's good/bad against people's, each score split at the threshold."""
+
+    both_good: int = Field(description="The judge and people both score it good.")
+    judge_good_people_bad: int = Field(description="The judge scores it good; people do not.")
+    judge_bad_people_good: int = Field(description="People score it good; the judge does not.")
+    both_bad: int = Field(description="The judge and people both score it bad.")
+
+
+class JudgeDay(BaseModel):
+    """A judge against people over one UTC day."""
+
+    day: date
+    pairs: int
+    agreement: float | None = Field(description="Share of items where both sides agree.")
+    spearman: float | None = Field(description="Rank correlation; null under 2 pairs or ties.")
+    confusion: JudgeConfusion
+
+
+class JudgeCalibration(BaseModel):
+    """How a model judge (an endpoint's model under a policy version's templates) agrees
+    with people on the items that went from it to people."""
+
+    policy: str
+    version: int = Field(description="The policy version: the judge's template version.")
+    kind: str
+    judge_step: int
+    human_step: int
+    endpoint: str
+    model: str | None = Field(
+        description="The endpoint's model as configured now (verdicts do not record it)."
+    )
+    gate: str = Field(description="The gate of the human step: why items went to people.")
+    threshold: float = Field(
+        description="Where a score counts as good, on both sides: a number the human step's "
+        "gate compares the judge's score with, else 0.5 (or as asked)."
+    )
+    pairs: int
+    agreement: float | None
+    spearman: float | None
+    confusion: JudgeConfusion
+    days: list[JudgeDay]
+
+
 class Calibration(BaseModel):
-    """Every audited gate of the policies that ran jobs in the window."""
+    """Every audited gate of the policies that ran jobs in the window, and every model judge
+    whose items people scored in it."""
 
     window: Window
     since: datetime
     now: datetime
     gates: list[GateCalibration]
+    judges: list[JudgeCalibration] = Field(default_factory=list)

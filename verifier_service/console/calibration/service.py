@@ -12,13 +12,21 @@ tiers can be compared without bias:
   the sample that the gate held climbed "as an audit") against the upper tier's score at the
   threshold: who was let through wrongly, who was held back wrongly;
 - both again per stretch of time, so a drift shows.
+
+A model judge (`judge.llm`) whose items then went to people (`human`, a later step) is
+compared with people the same way, per judge (the step's endpoint, its model, the policy
+version that holds the templates): agreement (both sides on the same side of the threshold),
+Spearman's rho of the judge's score against people's, the confusion of the two, per UTC day.
+Those items are the ones the gate sent to people (the judge unsure, a flagged candidate, an
+audit draw), not a random sample: the figures say how the judge does where it was sent up.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -30,6 +38,9 @@ from verifier_service.console.calibration.schemas import (
     CalibrationPoint,
     Confusion,
     GateCalibration,
+    JudgeCalibration,
+    JudgeConfusion,
+    JudgeDay,
 )
 from verifier_service.console.overview.schemas import Window
 from verifier_service.core.db import utcnow
@@ -37,6 +48,7 @@ from verifier_service.ladder.replay import spearman
 from verifier_service.policies.gates import audit_draw
 from verifier_service.policies.schemas import LadderStep
 from verifier_service.policies.service import resolve
+from verifier_service.settings import Settings
 
 SPAN = {
     Window.hour: timedelta(hours=1),
@@ -112,15 +124,103 @@ def _audited_gates(
     return out
 
 
-def calibration(session: Session, window: Window, threshold: float | None = None) -> Calibration:
-    """Every audited gate of the policies that ran jobs in the last `window`."""
+def calibration(
+    session: Session,
+    window: Window,
+    threshold: float | None = None,
+    models: Mapping[str, str] | None = None,
+) -> Calibration:
+    """Every audited gate of the policies that ran jobs in the last `window`, and every model
+    judge people answered after in it (`models`: each judge endpoint's model)."""
     now = utcnow()
     since = now - SPAN[window]
     gates = [
         _gate(session, since, now, BUCKET[window], threshold, name, version, kind, index, ladder)
         for name, version, kind, index, ladder in _audited_gates(session, since)
     ]
-    return Calibration(window=window, since=since, now=now, gates=gates)
+    judges = judge_calibration(session, since, now, threshold, models or {})
+    return Calibration(window=window, since=since, now=now, gates=gates, judges=judges)
+
+
+def endpoint_models(settings: Settings) -> dict[str, str]:
+    """Each configured judge endpoint's model, by endpoint name."""
+    return {name: e.model for name, e in settings.judge.endpoints.items()}
+
+
+Pair = tuple[float, float, datetime]  # judge score, people's score, when people answered
+
+
+def _judge_confusion(pairs: list[Pair], cut: float) -> JudgeConfusion:
+    def count(judge_good: bool, people_good: bool) -> int:
+        return sum(1 for j, h, _ in pairs if (j >= cut) == judge_good and (h >= cut) == people_good)
+
+    return JudgeConfusion(
+        both_good=count(True, True),
+        judge_good_people_bad=count(True, False),
+        judge_bad_people_good=count(False, True),
+        both_bad=count(False, False),
+    )
+
+
+def _agreement(pairs: list[Pair], cut: float) -> float | None:
+    if not pairs:
+        return None
+    return sum(1 for j, h, _ in pairs if (j >= cut) == (h >= cut)) / len(pairs)
+
+
+def _days(since: datetime, now: datetime) -> list[date]:
+    day, last, out = since.date(), now.date(), []
+    while day <= last:
+        out.append(day)
+        day += timedelta(days=1)
+    return out
+
+
+def judge_calibration(
+    session: Session,
+    since: datetime,
+    now: datetime,
+    threshold: float | None,
+    models: Mapping[str, str],
+) -> list[JudgeCalibration]:
+    """Per model judge, its scores against people's on the items people scored since `since`."""
+    grouped: dict[tuple[str, int, str, int, int], list[Pair]] = {}
+    for name, version, kind, js, hs, judge, people, at in repository.judged_by_people(
+        session, since=since
+    ):
+        grouped.setdefault((name, version, kind, js, hs), []).append((judge, people, at))
+    out = []
+    for (name, version, kind, js, hs), pairs in sorted(grouped.items()):
+        ladder = resolve(session, name, version).document.ladder_for(kind)
+        judge_step = ladder[js] if js < len(ladder) else None
+        human_step = ladder[hs] if hs < len(ladder) else None
+        gate = human_step.gate if human_step is not None else ""
+        endpoint = str(judge_step.config.get("endpoint", "")) if judge_step is not None else ""
+        reading = read_gate(gate, "judge.llm")
+        cut = threshold
+        if cut is None and reading.value == "score":
+            cut = reading.threshold
+        cut = cut if cut is not None else DEFAULT_THRESHOLD
+        days = []
+        for day in _days(since, now):
+            inside = [p for p in pairs if p[2].date() == day]
+            days.append(
+                JudgeDay(
+                    day=day, pairs=len(inside), agreement=_agreement(inside, cut),
+                    spearman=spearman([j for j, _, _ in inside], [h for _, h, _ in inside]),
+                    confusion=_judge_confusion(inside, cut),
+                )
+            )  # fmt: skip
+        out.append(
+            JudgeCalibration(
+                policy=name, version=version, kind=kind, judge_step=js, human_step=hs,
+                endpoint=endpoint, model=models.get(endpoint), gate=gate, threshold=cut,
+                pairs=len(pairs), agreement=_agreement(pairs, cut),
+                spearman=spearman([j for j, _, _ in pairs], [h for _, h, _ in pairs]),
+                confusion=_judge_confusion(pairs, cut), days=days,
+            )
+        )  # fmt: skip
+    return out
 
 
 def _gate(

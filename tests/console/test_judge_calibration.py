@@ -1,0 +1,267 @@
+"""Calibration of a model judge against people through real processes: items under the shipped
+qa-judge policy go from the answer match to `judge.llm` (the FAULT-INJECTION STUB of the OpenAI
+protocol, tests/tiers/judge/judge_stub.py, run as a process, answering each item with a label
+this test chose) and, the judge being unsure, to people, who answer over the review API with
+scores this test chose. The calibration JSON and page then say what a hand computation on
+those two lists of scores says: agreement, Spearman, confusion, by day."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from console_support import OPERATOR_PASSWORD
+from scipy.stats import spearmanr
+from support import REPO, Service, free_port, private_backends, start_service
+
+STUB = REPO / "tests" / "tiers" / "judge" / "judge_stub.py"
+LABEL_SCORE = {"correct": 1.0, "partially_correct": 0.5, "incorrect": 0.0}
+#: Per item: the judge's label (said unsure: confidence 0.5, so people are asked) and the
+#: score people give.
+CASES = [
+    ("correct", 1.0),
+    ("correct", 1.0),
+    ("correct", 0.0),  # the judge good, people bad
+    ("incorrect", 0.0),
+    ("incorrect", 1.0),  # the judge bad, people good
+    ("partially_correct", 1.0),
+    ("incorrect", 0.0),
+    ("correct", 0.2),  # the judge good, people bad
+    ("partially_correct", 0.0),  # the judge good at 0.5, people bad
+]
+
+
+def _start_stub() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, str(STUB), str(port)], cwd=REPO)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            httpx.get(f"{base}/stub/log", timeout=1)
+            return process, base
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                process.kill()
+                raise
+            time.sleep(0.1)
+
+
+def _reply(label: str, confidence: float) -> str:
+    return json.dumps({"label": label, "confidence": confidence, "reasoning": "as planned"})
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A service whose judge was unsure of every item of CASES, and people who answered."""
+    stub, base = _start_stub()
+    tag = uuid.uuid4().hex[:6]
+    rules = [
+        {"match": f"case-{tag}-{i}\\b", "content": _reply(label, 0.5)}
+        for i, (label, _) in enumerate(CASES)
+    ]
+    plan = {"plan": [], "rules": rules, "default": {"content": _reply("correct", 0.95)}}
+    httpx.post(f"{base}/stub/plan", json=plan, timeout=5).raise_for_status()
+    endpoints = {"judge": {"url": f"{base}/v1", "model": "stub-judge-7b"}}
+    try:
+        with private_backends("cjudge") as (pg_url, redis_url):
+            service = start_service(
+                tmp_path_factory.mktemp("cjudge"), "ladder,tier.fast,tier.judge,callbacks,review",
+                VERIFIER_DATABASE__URL=pg_url, VERIFIER_BROKER__URL=redis_url,
+                VERIFIER_JUDGE__ENDPOINTS=json.dumps(endpoints),
+            )  # fmt: skip
+            try:
+                yield _run(service, tag)
+            finally:
+                service.stop_all()
+    finally:
+        stub.terminate()
+        stub.wait(timeout=10)
+
+
+def _run(service: Service, tag: str) -> dict[str, Any]:
+    operator = f"op-{tag}"
+    made = service.cli(
+        "users", "create", "--role", "operator", operator, stdin=OPERATOR_PASSWORD + "\n"
+    )
+    assert made.returncode == 0, made.stderr
+    texts = [f"<answer>Lutetia, case-{tag}-{i}</answer>" for i in range(len(CASES))]
+    sure = f"<answer>Lutetia, sure-{tag}</answer>"  # the judge is sure: never reaches people
+    items = [
+        {"kind": "text", "payload": {"text": t}, "reference": {"answer": "Paris"},
+         "metadata": {"question": "What is the capital of France?"}}
+        for t in [*texts, sure]
+    ]  # fmt: skip
+    people = {t: score for t, (_, score) in zip(texts, CASES, strict=True)}
+    reviewer_key = service.create_key(f"rv-{tag}", "reviewer")
+    with service.client(timeout=60) as trainer, service.client(api_key=reviewer_key) as reviewer:
+        created = trainer.post(
+            "/v1/rewards", json={"policy": "qa-judge", "items": items, "wait_s": 0}
+        )
+        assert created.status_code == 202, created.text
+        location = created.headers["location"]
+        answered = 0
+        deadline = time.monotonic() + 90
+        while answered < len(CASES):
+            assert time.monotonic() < deadline, trainer.get(location).text
+            lease = reviewer.post("/v1/review/queues/qa-answers/next")
+            if lease.status_code in (204, 404):  # no task (or no queue) yet: the judge is at it
+                time.sleep(0.3)
+                continue
+            assert lease.status_code == 200, lease.text
+            view = lease.json()
+            score = people[view["task"]["payload"]["text"]]
+            submitted = reviewer.post(
+                f"/v1/review/leases/{view['lease_id']}/submit",
+                json={"values": {"correct": score}},
+                headers={"Idempotency-Key": uuid.uuid4().hex},
+            )
+            assert submitted.status_code == 204, submitted.text
+            answered += 1
+        job = trainer.get(location).json()
+        while job["status"] != "completed" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            job = trainer.get(location).json()
+    assert job["status"] == "completed", job
+    return {"service": service, "operator": operator, "job": job, "texts": texts}
+
+
+def _calibration(service: Service, **params: Any) -> dict[str, Any]:
+    with service.client() as client:
+        answer = client.get("/v1/console/calibration", params={"window": "24h", **params})
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def _hand(cut: float) -> dict[str, Any]:
+    """The figures computed by hand from CASES."""
+    judge = [LABEL_SCORE[label] for label, _ in CASES]
+    people = [score for _, score in CASES]
+    good = [(j >= cut, p >= cut) for j, p in zip(judge, people, strict=True)]
+    return {
+        "pairs": len(CASES),
+        "agreement": sum(1 for a, b in good if a == b) / len(CASES),
+        "spearman": spearmanr(judge, people).statistic,
+        "confusion": {
+            "both_good": good.count((True, True)),
+            "judge_good_people_bad": good.count((True, False)),
+            "judge_bad_people_good": good.count((False, True)),
+            "both_bad": good.count((False, False)),
+        },
+    }
+
+
+def _judge(body: dict[str, Any]) -> dict[str, Any]:
+    (judge,) = [j for j in body["judges"] if j["policy"] == "qa-judge"]
+    return judge
+
+
+def test_the_judge_calibration_is_the_hand_computation(judged: dict[str, Any]) -> None:
+    # The job's own verdicts are the scores this test planned (people's 0..1 as given).
+    *cases, sure = judged["job"]["items"]  # in the order posted
+    assert [v["tier"] for v in sure["verdicts"]] == ["answer", "judge.llm"]
+    for item, (label, score) in zip(cases, CASES, strict=True):
+        verdicts = {v["tier"]: v for v in item["verdicts"]}
+        assert verdicts["judge.llm"]["score"] == LABEL_SCORE[label]
+        assert verdicts["human"]["score"] == pytest.approx(score)
+    judge = _judge(_calibration(judged["service"]))
+    hand = _hand(0.5)
+    assert (judge["endpoint"], judge["model"], judge["version"]) == ("judge", "stub-judge-7b", 1)
+    assert (judge["judge_step"], judge["human_step"], judge["threshold"]) == (1, 2, 0.5)
+    assert judge["pairs"] == hand["pairs"]  # the item the judge was sure of is not there
+    assert judge["agreement"] == pytest.approx(hand["agreement"])
+    assert judge["agreement"] == pytest.approx(5 / 9)
+    assert judge["spearman"] == pytest.approx(hand["spearman"], abs=1e-9)
+    assert judge["confusion"] == hand["confusion"]
+    assert judge["confusion"] == {
+        "both_good": 3, "judge_good_people_bad": 3, "judge_bad_people_good": 1, "both_bad": 2,
+    }  # fmt: skip
+    # Over time: the days of the window; every answer of today in today's row.
+    days = [d for d in judge["days"] if d["pairs"]]
+    assert len(days) == 1
+    assert days[0]["pairs"] == hand["pairs"]
+    assert days[0]["confusion"] == hand["confusion"]
+    assert len(judge["days"]) == 2  # 24 hours span two UTC dates (today and yesterday)
+
+
+def test_a_stricter_threshold_is_a_new_confusion(judged: dict[str, Any]) -> None:
+    judge = _judge(_calibration(judged["service"], threshold=0.75))
+    hand = _hand(0.75)
+    assert judge["threshold"] == 0.75
+    assert judge["confusion"] == hand["confusion"]
+    assert judge["agreement"] == pytest.approx(hand["agreement"])
+    # The two partially_correct answers (0.5) are bad now: one agrees with people no more, the
+    # other does now.
+    assert judge["confusion"] == {
+        "both_good": 2, "judge_good_people_bad": 2, "judge_bad_people_good": 2, "both_bad": 3,
+    }  # fmt: skip
+
+
+def _shot(page: Any, name: str, tmp_path: Path) -> None:
+    # Copied to docs/img/ by hand when the page changes (VERIFIER_SCREENSHOTS=docs/img).
+    folder = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tmp_path)
+    page.screenshot(path=str(folder / name), full_page=True)
+
+
+def test_the_page_shows_the_judge_against_people(
+    judged: dict[str, Any], browser: Any, tmp_path: Path
+) -> None:
+    service: Service = judged["service"]
+    judge = _judge(_calibration(service))
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    offsite: list[str] = []
+    page.on("request", lambda r: offsite.append(r.url) if "127.0.0.1" not in r.url else None)
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    try:
+        page.goto(f"{service.base_url}/console/calibration")
+        page.wait_for_url("**/signin?next=/console/calibration")
+        page.get_by_label("Username").fill(judged["operator"])
+        page.get_by_label("Password").fill(OPERATOR_PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url("**/console/calibration")
+        section = page.locator("section.judge[data-policy='qa-judge'][data-endpoint='judge']")
+        heading = section.locator("h3").inner_text()
+        assert "judge (stub-judge-7b)" in heading
+        assert "qa-judge v1 templates" in heading
+        assert section.locator(".judge-pairs").inner_text() == "9"
+        assert section.locator(".judge-agreement").inner_text() == "55.6%"
+        assert section.locator(".judge-rho").inner_text() == f"{judge['spearman']:.3f}"
+        assert section.locator(".judge-wrong-good").inner_text() == "3"
+        cells = section.locator("table.judge-confusion tbody td").all_inner_texts()
+        assert [int(c) for c in cells] == [3, 3, 1, 2]
+        rows = section.locator("table.judge-days tbody tr")
+        assert rows.count() == 1
+        day = rows.nth(0).locator("td").all_inner_texts()
+        assert day[:3] == [judge["days"][-1]["day"], "9", "55.6%"]
+        # The by-day table scrolls on a phone; the keyboard reaches it.
+        region = section.locator(".table-scroll")
+        region.focus()
+        assert page.evaluate("document.activeElement.getAttribute('role')") == "region"
+        region.blur()
+        _shot(page, "console-calibration-judge.png", tmp_path)
+        page.set_viewport_size({"width": 390, "height": 844})
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        culprits = page.evaluate(
+            "[...document.querySelectorAll('main *')].filter(e => e.getBoundingClientRect().right"
+            " > 392).slice(0, 6).map(e => e.tagName + '.' + e.className + ' ' +"
+            " Math.round(e.getBoundingClientRect().right))"
+        )
+        assert wide <= 390, (wide, culprits)  # nothing sticks out sideways on a phone
+        section.scroll_into_view_if_needed()
+        _shot(page, "console-calibration-judge-390.png", tmp_path)
+    finally:
+        context.close()
+    assert offsite == []
+    assert errors == []
