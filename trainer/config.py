@@ -40,6 +40,17 @@ class ServiceConfig(_Section):
         description="After each batch read its jobs' cost ledger (GET /v1/jobs/{id}/cost) and "
         "log cost units, cache hits and the share of items that escalated, per step.",
     )
+    deadline_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Each batch's job deadline: items a lab or people have not answered by then "
+        "get the policy's fallback reward now and a revision later (default: wait for all).",
+    )
+    revisions: bool = Field(
+        default=False,
+        description="After each step read the changes feed and log the rewards of earlier "
+        "steps that were revised (revisions/...), e.g. by a lab's late results.",
+    )
 
 
 class ModelConfig(_Section):

@@ -99,6 +99,36 @@ def _ledger_panel(
     )
 
 
+def _revisions_panel(
+    ax: Any, rows: list[dict[str, Any]], steps: list[int], window: int, ledger: str
+) -> None:
+    """Per step: items sent to a deferred tier (the lab) and rewards of earlier steps revised
+    when its results came back, with the mean change of a revised reward."""
+    sent = _series(rows, f"{ledger}calls/oracle")
+    revised = _series(rows, "revisions/revised")
+    ax.bar([s - 0.2 for s in steps], sent, width=0.4, color="tab:purple", alpha=0.6,
+           label="items sent to the lab (ledger)")  # fmt: skip
+    ax.bar([s + 0.2 for s in steps], revised, width=0.4, color="tab:orange", alpha=0.8,
+           label="earlier rewards revised by its results (changes feed)")  # fmt: skip
+    ax.set_ylabel("items per step")
+    ax.set_xlabel("GRPO step")
+    ax.grid(alpha=0.3)
+    delta_ax = ax.twinx()
+    _line(delta_ax, steps, _series(rows, "revisions/delta_mean"), window, color="black",
+          linestyle=":", label="mean change of a revised reward")  # fmt: skip
+    delta_ax.axhline(0.0, color="grey", linewidth=0.5)
+    delta_ax.set_ylabel("reward change")
+    handles, labels = ax.get_legend_handles_labels()
+    more, more_labels = delta_ax.get_legend_handles_labels()
+    pairs = [
+        (h, lab)
+        for h, lab in zip(handles + more, labels + more_labels, strict=True)
+        if not lab.startswith("_")
+    ]
+    ax.legend([h for h, _ in pairs], [lab for _, lab in pairs], loc="upper center",
+              bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=7)  # fmt: skip
+
+
 def plot_reward_curve(
     metrics: Path,
     out: Path,
@@ -121,10 +151,12 @@ def plot_reward_curve(
     steps = [int(r["step"]) for r in rows]
     window = max(1, len(rows) // 20)
     ledger = ledger_prefix is not None and any(f"{ledger_prefix}items" in r for r in rows)
+    revisions = ledger and any("revisions/revised" in r for r in rows)
+    panels = 1 + int(ledger) + int(revisions)
     fig, axes = plt.subplots(
-        2 if ledger else 1,
+        panels,
         1,
-        figsize=(8, 7.5 if ledger else 4.5),
+        figsize=(8, 4.5 + 3.0 * (panels - 1)),
         dpi=110,
         sharex=True,
         squeeze=False,
@@ -165,6 +197,8 @@ def plot_reward_curve(
     ax.legend(loc="upper left" if eval_key is not None else "lower right")
     if ledger and ledger_prefix is not None and fidelity_prefix is not None:
         _ledger_panel(axes[1][0], rows, steps, window, ledger_prefix, fidelity_prefix)
+    if revisions and ledger_prefix is not None:
+        _revisions_panel(axes[2][0], rows, steps, window, ledger_prefix)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, bbox_inches="tight")

@@ -15,6 +15,7 @@ from trainer import arithmetic
 from trainer.config import TrainConfig
 from trainer.model import build_model
 from trainer.plotting import plot_reward_curve, read_metrics
+from trainer.revisions import RevisionLog, revisions_callback
 from trainer.warmstart import load_smiles, sample_validity, warm_start
 from verifier_service.client import VerifierClient
 from verifier_service.client.mappings import ItemMapping, SmilesMapping, TextMapping
@@ -300,6 +301,7 @@ def run(config: TrainConfig) -> RunSummary:
             name=REWARD_NAME,
             num_generations=g.num_generations,
             cost_ledger=config.service.cost_ledger,
+            deadline_s=config.service.deadline_s,
         )
     else:
         client = VerifierClient(
@@ -315,16 +317,22 @@ def run(config: TrainConfig) -> RunSummary:
             name=REWARD_NAME,
             num_generations=g.num_generations,
             cost_ledger=config.service.cost_ledger,
+            deadline_s=config.service.deadline_s,
         )
     max_wall = g.max_wall_minutes * 60 if g.max_wall_minutes is not None else None
     reward_funcs: list[Any] = [reward, check]
+    callbacks = [_metrics_callback(metrics, started, max_wall)]
+    if config.service.revisions:  # before the metrics file: it adds to the same log line
+        feed = VerifierClient(config.service.base_url, principal=config.service.principal,
+                              api_key=config.service.api_key)  # fmt: skip
+        callbacks.insert(0, revisions_callback(RevisionLog(feed)))
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward_funcs,
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        callbacks=[_metrics_callback(metrics, started, max_wall)],
+        callbacks=callbacks,
     )
     last = get_last_checkpoint(str(out)) if any(out.glob("checkpoint-*")) else None
     if last:

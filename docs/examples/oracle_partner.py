@@ -57,7 +57,7 @@ def main() -> None:
     def on_item(item: BatchItem) -> Mapping[str, Any]:
         return measure(item.model_dump())  # your function sees the item as plain JSON
 
-    key = os.environ["VERIFIER_ORACLE_KEY"]
+    key = os.environ.get("VERIFIER_ORACLE_KEY")  # unset: a local `verifier-service dev`
     with OraclePartner(args.oracle, args.url, api_key=key) as partner:
         served = partner.serve(on_item, poll_s=args.poll_s, once=args.once)
     print(f"served {served} batch(es)")

@@ -432,6 +432,39 @@ def test_a_result_after_the_deadline_revises_the_fallback(service: Service) -> N
         assert mine == [("item.finished", 1), ("item.revised", 2)], mine
 
 
+def test_the_trainers_revision_log_reports_the_late_results(service: Service) -> None:
+    # What the GRPO trainer logs per step (trainer/revisions.py, docs/grpo-lab-run.md): rewards
+    # finished, then the lab's late results revising them, read from the changes feed.
+    from trainer.revisions import RevisionLog
+    from verifier_service.client import VerifierClient
+
+    molecules = fresh_molecules(2)
+    key = service.create_key("grpo-revisions", "trainer")
+    with VerifierClient(service.base_url, api_key=key) as trainer_client:
+        log = RevisionLog(trainer_client)
+        assert log.poll()["revisions/finished"] == 0
+        items = [{"kind": "molecule", "payload": {"smiles": s}} for s in molecules]
+        (job,) = trainer_client.score_jobs(items, policy="with-plate", deadline_s=3, timeout_s=30)
+        fallbacks = [item.reward.value for item in job.items if item.reward is not None]
+        assert len(fallbacks) == 2
+        first = log.poll()
+        assert (first["revisions/finished"], first["revisions/revised"]) == (2, 0)
+        with service.client(api_key=_plate_key(service)) as partner:
+            claim = _until(lambda: _claim(partner, "plate"), what="a batch to claim")
+            assert sorted(i["payload"]["smiles"] for i in claim["batch"]["items"]) == sorted(
+                molecules
+            )
+            posted = partner.post(
+                "/v1/oracles/plate/results", json={"results": results_for(claim["batch"])}
+            )
+            assert posted.status_code == 200, posted.text
+        later = _until(lambda: (row := log.poll())["revisions/revised"] and row, what="revisions")
+    assert (later["revisions/revised"], later["revisions/revised_total"]) == (2, 2)
+    revised = [_expected(s) for s in molecules]
+    expected = sum(revised) / 2 - sum(v for v in fallbacks if v is not None) / 2
+    assert later["revisions/delta_mean"] == pytest.approx(expected, abs=1e-6)
+
+
 def test_a_failed_measurement_is_tried_once_more_then_is_an_error(service: Service) -> None:
     molecules = fresh_molecules(1)
     with service.client() as client, service.client(api_key=_plate_key(service)) as partner:

@@ -16,6 +16,9 @@ completions per prompt), so prompts that are equal text (unconditional generatio
 prompt) still form separate groups. `cost_ledger=True` also reads each job's cost ledger
 (`GET /v1/jobs/{id}/cost`) after scoring and logs, per call: the charged cost units, the cache
 hits, and the share of items that climbed past the first tier (`<name>/ledger/...`).
+`deadline_s` gives each job a deadline: items a deferred tier (people, a lab) has not answered
+by then get the policy's fallback reward, and their later answer is a revision (the changes
+feed), so a step does not wait on a lab.
 """
 
 from __future__ import annotations
@@ -183,7 +186,9 @@ class TRLReward(_Base):
         group_by_prompt: bool = True,
         num_generations: int | None = None,
         cost_ledger: bool = False,
+        deadline_s: float | None = None,
     ) -> None:
+        self.deadline_s = deadline_s
         super().__init__(
             mapping,
             policy=policy,
@@ -200,8 +205,9 @@ class TRLReward(_Base):
     ) -> list[float | None]:
         items = self.items(prompts, completions, columns)
         jobs = self.client.score_jobs(
-            items, policy=self.policy, timeout_s=self.timeout_s, verdicts=False
-        )
+            items, policy=self.policy, timeout_s=self.timeout_s, deadline_s=self.deadline_s,
+            verdicts=False,
+        )  # fmt: skip
         rewards = [r for job in jobs for r in _base.rewards_of(job, self.timeout_s)]
         if self.cost_ledger:
             self.log_ledger([self.client.job_cost(job.id) for job in jobs], columns)
@@ -224,7 +230,9 @@ class AsyncTRLReward(_Base):
         group_by_prompt: bool = True,
         num_generations: int | None = None,
         cost_ledger: bool = False,
+        deadline_s: float | None = None,
     ) -> None:
+        self.deadline_s = deadline_s
         super().__init__(
             mapping,
             policy=policy,
@@ -254,8 +262,9 @@ class AsyncTRLReward(_Base):
         items = self.items(prompts, completions, columns)
         client = self._client()
         jobs = await client.score_jobs(
-            items, policy=self.policy, timeout_s=self.timeout_s, verdicts=False
-        )
+            items, policy=self.policy, timeout_s=self.timeout_s, deadline_s=self.deadline_s,
+            verdicts=False,
+        )  # fmt: skip
         rewards = [r for job in jobs for r in _base.rewards_of(job, self.timeout_s)]
         if self.cost_ledger:
             reports = [await client.job_cost(job.id) for job in jobs]
