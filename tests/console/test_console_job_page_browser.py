@@ -113,6 +113,8 @@ def test_a_cancelled_job_says_so_and_is_found_by_its_status(
         assert tab.locator("#job-status").inner_text() == "running"
         with tab.expect_navigation():
             tab.get_by_role("button", name="Cancel job").click()
+        with tab.expect_navigation():  # the question first
+            tab.get_by_role("button", name="Yes, cancel the job").click()
         assert tab.locator("#job-status").inner_text() == "cancelled"
         reason = tab.locator("#items tbody tr .reason").inner_text()
         assert reason.startswith(f"cancelled: by operator {console.operator}")

@@ -357,8 +357,11 @@ def test_browser_pause_a_queue_see_the_job_wait_then_finish_after_resume(
 ) -> None:
     row = page.locator("#queue-tier\\.fast")
     assert row.locator(".state").inner_text().strip() == "running"
-    # From the keyboard: focus the queue's Pause button and press Enter.
+    # From the keyboard: focus the queue's Pause button, press Enter, and Enter again on the
+    # question's confirming button (it has the focus).
     page.get_by_role("button", name="Pause tier.fast").focus()
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
     page.keyboard.press("Enter")
     page.wait_for_url("**/console/queues#queue-tier.fast")
     assert row.locator(".state").inner_text().startswith("paused by cops-op")

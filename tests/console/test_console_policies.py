@@ -346,6 +346,8 @@ def test_browser_replay_then_activate_and_roll_back(
     with case.api() as api:
         assert api.get(f"/v1/policies/{case.name}").json()["active_version"] == draft
     page.get_by_role("button", name="Roll back to v1").focus()
+    with page.expect_navigation():  # the question first; its confirming button has the focus
+        page.keyboard.press("Enter")
     # The page posts and comes back to the same URL: wait for that navigation, not the URL.
     with page.expect_navigation():
         page.keyboard.press("Enter")
