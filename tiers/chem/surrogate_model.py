@@ -184,7 +184,6 @@ def train_surrogate(
     seed: int = 0,
 ) -> TrainingReport:
     """Fit a random forest on a `SMILES,value` CSV, report held-out R2/MAE, save it."""
-    from sklearn.ensemble import RandomForestRegressor
     from sklearn.metrics import mean_absolute_error, r2_score
     from sklearn.model_selection import train_test_split
 
@@ -199,9 +198,7 @@ def train_surrogate(
     x_train, x_test, y_train, y_test = train_test_split(
         x, y, test_size=test_fraction, random_state=seed
     )
-    forest = RandomForestRegressor(
-        n_estimators=n_estimators, random_state=seed, n_jobs=1, min_samples_leaf=1
-    )
+    forest = _forest(n_estimators, seed)
     forest.fit(x_train, y_train)
     predicted = forest.predict(x_test)
     metrics = {
@@ -217,3 +214,32 @@ def train_surrogate(
     return TrainingReport(
         n_train=len(y_train), n_test=len(y_test), n_skipped=skipped, metrics=metrics, path=out_path
     )
+
+
+def _forest(n_estimators: int, seed: int) -> Any:
+    from sklearn.ensemble import RandomForestRegressor
+
+    return RandomForestRegressor(
+        n_estimators=n_estimators, random_state=seed, n_jobs=1, min_samples_leaf=1
+    )
+
+
+def fit_surrogate(
+    mols: Sequence[Chem.Mol],
+    values: Sequence[float],
+    *,
+    features: FeatureKind = "morgan",
+    n_estimators: int = 100,
+    seed: int = 0,
+    target: str = "value",
+) -> SurrogateModel:
+    """A random forest (the recipe of `train_surrogate`) fitted on every molecule given."""
+    if len(mols) != len(values) or not mols:
+        raise SurrogateModelError(
+            f"need molecules and values in pairs, got {len(mols)}/{len(values)}"
+        )
+    model = SurrogateModel(estimator=None, features=features, target=target)
+    forest = _forest(n_estimators, seed)
+    forest.fit(model.featurize(mols), np.asarray(values, dtype=np.float64))
+    model.estimator = forest
+    return model

@@ -8,6 +8,9 @@ from typing import Annotated
 import typer
 
 from tiers.chem.surrogate_model import FeatureKind, SurrogateModelError, train_surrogate
+from verifier_service.core.db import transaction
+from verifier_service.oracle.calibration import Calibration, RetrainReport, retrain
+from verifier_service.settings import get_settings
 from verifier_service.wiring import configure_tiers
 
 chem_app = typer.Typer(help="Chemistry tiers: train the learned surrogate of chem.surrogate.")
@@ -22,32 +25,109 @@ def chem() -> None:
 
 @chem_app.command("train-surrogate")
 def train_surrogate_command(
-    csv: Annotated[
-        Path,
-        typer.Option(exists=True, dir_okay=False, readable=True, help="CSV of SMILES,value rows."),
-    ],
     out: Annotated[Path, typer.Option(help="Where to write the model (.joblib).")],
+    csv: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            help="CSV of SMILES,value rows (with --from-oracle: merged into the training set).",
+        ),
+    ] = None,
+    from_oracle: Annotated[
+        str | None,
+        typer.Option(help="Train on the values this oracle measured for molecule items."),
+    ] = None,
+    target: Annotated[
+        str | None,
+        typer.Option(help="With --from-oracle: the result field to learn, e.g. logp."),
+    ] = None,
+    old_model: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="With --from-oracle: the model to compare with "
+            "(default: VERIFIER_CHEM__SURROGATE_MODEL_PATH, when set).",
+        ),
+    ] = None,
+    held_out: Annotated[
+        float,
+        typer.Option(min=0.05, max=0.5, help="With --from-oracle: fraction of results held out."),
+    ] = 0.2,
     features: Annotated[
         str, typer.Option(help="Featurisation: morgan (count fingerprint) or descriptors.")
     ] = "morgan",
     n_estimators: Annotated[int, typer.Option(min=1, help="Trees in the random forest.")] = 100,
     seed: Annotated[int, typer.Option(help="Random seed of the split and the forest.")] = 0,
 ) -> None:
-    """Train the chem.surrogate model (random forest, ensemble-spread uncertainty) from a CSV."""
+    """Train the chem.surrogate model (random forest, ensemble-spread uncertainty) from a CSV,
+    or from an oracle's results (--from-oracle, --target), showing the calibration of the model
+    in use and of the new one on held-out results."""
     if features not in ("morgan", "descriptors"):
         raise typer.BadParameter("must be 'morgan' or 'descriptors'", param_hint="--features")
     kind: FeatureKind = "morgan" if features == "morgan" else "descriptors"
-    try:
-        report = train_surrogate(csv, out, features=kind, n_estimators=n_estimators, seed=seed)
-    except SurrogateModelError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=1) from exc
-    typer.echo(
-        f"trained on {report.n_train} rows, tested on {report.n_test} "
-        f"(skipped {report.n_skipped}): R2 {report.metrics['r2']:.3f}, "
-        f"MAE {report.metrics['mae']:.4g}; saved {report.path}"
-    )
+    if from_oracle is not None:
+        if not target:
+            raise typer.BadParameter("name the result field to learn", param_hint="--target")
+        old = old_model or get_settings().chem.surrogate_model_path
+        try:
+            with transaction() as session:
+                retrained = retrain(
+                    session, from_oracle, target, out, old_model=old, base_csv=csv,
+                    features=kind, n_estimators=n_estimators, held_out_fraction=held_out,
+                    seed=seed,
+                )  # fmt: skip
+        except SurrogateModelError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(code=1) from exc
+        _print_retrained(retrained)
+    else:
+        if csv is None:
+            raise typer.BadParameter("give --csv or --from-oracle", param_hint="--csv")
+        try:
+            report = train_surrogate(csv, out, features=kind, n_estimators=n_estimators, seed=seed)
+        except SurrogateModelError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(code=1) from exc
+        typer.echo(
+            f"trained on {report.n_train} rows, tested on {report.n_test} "
+            f"(skipped {report.n_skipped}): R2 {report.metrics['r2']:.3f}, "
+            f"MAE {report.metrics['mae']:.4g}; saved {report.path}"
+        )
     typer.echo(
         "use it: set VERIFIER_CHEM__SURROGATE_MODEL_PATH="
-        f"{report.path.resolve()} for chem.surrogate workers"
+        f"{out.resolve()} for chem.surrogate workers"
+    )
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _row(c: Calibration, path: Path | None) -> str:
+    return (
+        f"{c.label:<7} {c.n:>4} {c.mae:>8.3f} {_number(c.spearman):>9} "
+        f"{_number(c.coverage):>14} {_number(c.mean_std):>9}  {path}"
+    )
+
+
+def _print_retrained(r: RetrainReport) -> None:
+    base = f" + {r.n_train_base} rows of the CSV" if r.n_train_base else ""
+    typer.echo(
+        f"oracle {r.lab.oracle}, field {r.lab.field}: {len(r.lab.results)} measured molecules "
+        f"({r.lab.skipped} results skipped); trained on {r.n_train_lab}{base}, "
+        f"held out {r.n_held_out}"
+    )
+    typer.echo("calibration on the held-out lab results:")
+    typer.echo("model      n      MAE  Spearman  coverage(2std)  mean std  file")
+    if r.before is None:
+        typer.echo("before     (no model configured: set VERIFIER_CHEM__SURROGATE_MODEL_PATH)")
+    else:
+        typer.echo(_row(r.before, r.old_model))
+    typer.echo(_row(r.after, r.path))
+    typer.echo(
+        f"saved {r.path} (refitted on all {r.n_train_lab + r.n_held_out} lab results{base}; "
+        "'after' is the same recipe fitted without the held-out ones)"
     )
