@@ -193,6 +193,8 @@ def test_the_oracle_page_shows_what_was_sent_and_answered(
         assert _text(tab, f"{plate} .p50") == duration(api["turnaround_p50_s"])
         assert tab.locator("#oracles tr[data-oracle='lab']").count() == 1
         tab.screenshot(path=str(IMG / "console-oracles-1280.png"), full_page=True)
+        tab.set_viewport_size({"width": 390, "height": 844})
+        tab.screenshot(path=str(IMG / "console-oracles-390.png"), full_page=True)
     # Leave nothing in flight for the next tests' counts.
     assert partner.post_results([{"item_id": waiting.item_id, "values": {"logp": 1.0}}]).accepted
 
