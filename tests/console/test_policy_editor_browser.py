@@ -1,7 +1,7 @@
 """An operator edits a policy in Chromium: a draft with two problems shows both, each printed
 at its line and reachable from a list of links that move focus to the line; the draft's diff
 against the active version keeps the comments, folds unchanged lines and marks each change with
-+ or − as well as colour; "Check and show changes" stores nothing."""
++ or a minus sign as well as colour; "Check and show changes" stores nothing."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from console_support import Console, operator_tab
 
 # Screenshots go to VERIFIER_SCREENSHOTS when set (copied to docs/img/ when the pages change).
+MINUS = "\N{MINUS SIGN}"  # the diff's marker of a removed line
 IMG = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tempfile.mkdtemp(prefix="editor-shots-"))
 
 ACTIVE = """\
@@ -114,7 +115,7 @@ def test_two_errors_are_shown_at_their_lines(console: Console, page: Any, policy
     added = page.locator("#draft-diff .dl.added").all_inner_texts()
     removed = page.locator("#draft-diff .dl.removed").all_inner_texts()
     assert any("+" in a and "wieght: 1.0" in a for a in added), added
-    assert any("−" in r and "weight: 1.0" in r for r in removed), removed
+    assert any(MINUS in r and "weight: 1.0" in r for r in removed), removed
     assert page.locator("#draft-diff details.fold").count() >= 1
     assert _versions(console, policy) == 1  # nothing stored
     page.screenshot(path=str(IMG / "console-policy-errors-1280.png"), full_page=True)
@@ -133,7 +134,8 @@ def test_the_diff_shows_the_change_and_keeps_comments(
     assert "valid" in page.locator("#checked").inner_text()
     assert page.locator("#h-diff").inner_text() == "Changes against v1"
     summary = page.locator("#diff-summary").inner_text()
-    assert "+2 added" in summary and "−1 removed" in summary
+    assert "+2 added" in summary
+    assert f"{MINUS}1 removed" in summary
     rows = page.locator("#draft-diff .dl")
     kinds = [c.split()[-1] for c in rows.evaluate_all("rs => rs.map(r => r.className)")]
     texts = [" ".join(t.split()) for t in rows.locator("code").all_inner_texts()]
