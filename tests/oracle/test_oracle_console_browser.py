@@ -220,7 +220,8 @@ def test_pause_by_the_form_stops_claims_until_resume(
             time.sleep(0.2)
         tab.reload()
         assert _text(tab, "#kpi-queued") == "1"
-        tab.get_by_role("button", name="Resume oracle plate").click()
+        tab.get_by_role("button", name="Resume oracle plate").focus()  # from the keyboard
+        tab.keyboard.press("Enter")
         tab.wait_for_selector("#state .running")
         assert tab.locator("#paused-note").count() == 0
         claim: Claim = _until(partner.claim, what="the batch after Resume")
