@@ -83,9 +83,9 @@ def database(
     get_settings.cache_clear()
 
 
-def _send_to_lab(smiles: list[str]) -> None:
+def _send_to_lab(smiles: list[str], failing: str) -> None:
     """Submit the molecules under a [chem.fast, oracle lab] policy and let the lab measure
-    what reaches it: Crippen logP plus Gaussian noise; the first one's measurement fails."""
+    what reaches it: Crippen logP plus Gaussian noise; the measurement of `failing` fails."""
     name = f"lab-{uuid.uuid4().hex[:8]}"
     ladder = [{"tier": "chem.fast"}, {"tier": "oracle", "config": {"oracle": LAB}}]
     with transaction() as session:
@@ -97,8 +97,6 @@ def _send_to_lab(smiles: list[str]) -> None:
             session, body, principal="trainer", idempotency_key=None, runs_here=lambda _: True
         )
     assert service.select(LAB) == len(smiles)
-    noise = random.Random(7)
-    failed = False
     while True:
         with transaction() as session:
             claim = service.claim(session, LAB, PARTNER, "http://verifier")
@@ -106,12 +104,13 @@ def _send_to_lab(smiles: list[str]) -> None:
             break
         results = []
         for item in claim.batch.items:
-            mol = Chem.MolFromSmiles(item.payload["smiles"])
-            if not failed:
+            smiles = item.payload["smiles"]
+            if smiles == failing:
                 results.append({"item_id": item.item_id, "error": "crystallised in the well"})
-                failed = True
                 continue
-            value = Crippen.MolLogP(mol) + noise.gauss(0.0, NOISE)
+            # Each molecule's own noise: the same figures whatever order the batches come in.
+            noise = random.Random(smiles).gauss(0.0, NOISE)
+            value = Crippen.MolLogP(Chem.MolFromSmiles(smiles)) + noise
             results.append({"item_id": item.item_id, "values": {"logp": round(value, 3)}})
         with transaction() as session:
             out = service.record_results(
@@ -145,7 +144,7 @@ def test_retraining_from_lab_results_shows_better_calibration(
 ) -> None:
     molecules = _nci_smiles()
     assert len(molecules) > 300
-    _send_to_lab(molecules[:120])
+    _send_to_lab(molecules[:120], failing=molecules[5])
     old = _train_old_model(tmp_path, molecules[200:400])
 
     with transaction() as session:
@@ -169,7 +168,7 @@ def test_retraining_from_lab_results_shows_better_calibration(
     before_mae, after_mae = float(before[2]), float(after[2])
     assert after_mae < 0.6 * before_mae, done.stdout
     assert after_mae < 1.0
-    assert float(after[3]) > 0.7  # Spearman against the lab's values
+    assert float(after[3]) > max(0.7, float(before[3]) + 0.3)  # Spearman against the lab
     assert 0.0 <= float(after[4]) <= 1.0  # coverage of mean +/- 2 std
 
     model = SurrogateModel.load(new)

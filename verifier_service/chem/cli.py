@@ -9,7 +9,7 @@ import typer
 
 from tiers.chem.surrogate_model import FeatureKind, SurrogateModelError, train_surrogate
 from verifier_service.core.db import transaction
-from verifier_service.oracle.calibration import Calibration, RetrainReport, retrain
+from verifier_service.oracle.calibration import Calibration, RetrainReport, lab_results, retrain
 from verifier_service.settings import get_settings
 from verifier_service.wiring import configure_tiers
 
@@ -72,13 +72,13 @@ def train_surrogate_command(
         if not target:
             raise typer.BadParameter("name the result field to learn", param_hint="--target")
         old = old_model or get_settings().chem.surrogate_model_path
+        with transaction() as session:
+            lab = lab_results(session, from_oracle, target)
         try:
-            with transaction() as session:
-                retrained = retrain(
-                    session, from_oracle, target, out, old_model=old, base_csv=csv,
-                    features=kind, n_estimators=n_estimators, held_out_fraction=held_out,
-                    seed=seed,
-                )  # fmt: skip
+            retrained = retrain(
+                lab, out, old_model=old, base_csv=csv, features=kind,
+                n_estimators=n_estimators, held_out_fraction=held_out, seed=seed,
+            )  # fmt: skip
         except SurrogateModelError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(code=1) from exc

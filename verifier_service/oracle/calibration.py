@@ -122,8 +122,9 @@ def lab_results(session: Session, oracle: str, field: str) -> LabResults:
 def split(
     results: Sequence[LabResult], held_out_fraction: float, seed: int
 ) -> tuple[list[LabResult], list[LabResult]]:
-    """(training, held out): a seeded shuffle, at least MIN_HELD_OUT held out."""
-    shuffled = sorted(results, key=lambda r: r.item_id)
+    """(training, held out): a seeded shuffle of the molecules (in SMILES order first, so the
+    same results and seed give the same split), at least MIN_HELD_OUT held out."""
+    shuffled = sorted(results, key=lambda r: r.smiles)
     random.Random(seed).shuffle(shuffled)
     n_held = max(MIN_HELD_OUT, round(len(shuffled) * held_out_fraction))
     return shuffled[n_held:], shuffled[:n_held]
@@ -171,9 +172,7 @@ def calibrate(model: SurrogateModel, results: Sequence[LabResult], label: str) -
 
 
 def retrain(
-    session: Session,
-    oracle: str,
-    field: str,
+    lab: LabResults,
     out: Path,
     *,
     old_model: Path | None = None,
@@ -183,12 +182,13 @@ def retrain(
     held_out_fraction: float = 0.2,
     seed: int = 0,
 ) -> RetrainReport:
-    """Retrain the surrogate on `oracle`'s results for `field` (plus `base_csv`'s rows, if
-    given), report the old and the new model's calibration on held-out results, save it.
+    """Retrain the surrogate on an oracle's results (`lab_results`, read in a transaction of
+    its own: training holds no connection) plus `base_csv`'s rows, if given; report the old and
+    the new model's calibration on held-out results, save the new one.
 
     The after numbers are those of the model fitted without the held-out results; the file
     written is then refitted on every result, as `chem train-surrogate` does."""
-    lab = lab_results(session, oracle, field)
+    oracle, field = lab.oracle, lab.field
     if len(lab.results) < 2 * MIN_HELD_OUT + 4:
         raise SurrogateModelError(
             f"oracle {oracle!r} has {len(lab.results)} usable results for {field!r} "
