@@ -23,6 +23,9 @@ import pytest
 from rdkit import Chem, RDConfig, rdBase
 from rdkit.Chem import Crippen, rdMolDescriptors
 
+from tiers.base import Candidate
+from tiers.chem.settings import ChemSettings
+from tiers.chem.surrogate import ChemSurrogateTier
 from tiers.chem.surrogate_model import SurrogateModel
 from verifier_service.auth.schemas import AuthenticatedPrincipal
 from verifier_service.core.db import reset_engine_cache, transaction
@@ -174,10 +177,14 @@ def test_retraining_from_lab_results_shows_better_calibration(
     model = SurrogateModel.load(new)
     assert model.target == "logp"
     assert model.metrics["mae"] == pytest.approx(after_mae, abs=5e-4)
-    probe = [Chem.MolFromSmiles(s) for s in ("CCCCCCCC", "OCC(O)CO")]
-    mean, std = model.predict(probe)
-    assert std is not None
-    assert mean[0] > mean[1] + 1.0  # octane is far more lipophilic than glycerol
+    # What chem.surrogate workers do with it once VERIFIER_CHEM__SURROGATE_MODEL_PATH names it.
+    tier = ChemSurrogateTier(ChemSettings(surrogate_model_path=new))
+    probe = [Candidate(kind="molecule", payload={"smiles": s}) for s in ("CCCCCCCC", "OCC(O)CO")]
+    octane, glycerol = tier.verify_batch(probe, {"forcefield": False, "xtb": False})
+    assert "Surrogate predicts logp" in octane.feedback
+    assert octane.uncertainty is not None
+    # Octane is far more lipophilic than glycerol.
+    assert octane.components["model_prediction"] > glycerol.components["model_prediction"] + 1.0
 
     merged = tmp_path / "merged.joblib"
     base = tmp_path / "base.csv"
@@ -202,3 +209,13 @@ def test_retraining_from_lab_results_shows_better_calibration(
     assert done.returncode == 1
     assert "oracle 'lab' has 0 usable results for 'ic50_nM' (120 skipped)" in done.stderr
     assert not (tmp_path / "x.joblib").exists()
+
+
+def test_spearman_matches_scipy_with_ties_and_is_undefined_for_constants() -> None:
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 6, size=40).astype(float)  # many ties
+    b = a + rng.normal(0, 2, size=40)
+    assert calibration.spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
+    assert calibration.spearman(np.ones(5), np.arange(5.0)) is None
