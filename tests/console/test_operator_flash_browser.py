@@ -234,6 +234,7 @@ def test_activate_and_roll_back_ask_say_and_the_button_is_readable(
         assert button.inner_text().startswith("Roll back to v1")
         contrast = button.evaluate(CONTRAST_JS)
         assert contrast >= 4.5, f"roll back button contrast {contrast:.2f}:1"
+        _shots(tab, "console-policy-rollback-button")
         _confirm_with_keyboard(tab, "Roll back to v1", "Yes, roll back to v1")
         assert tab.locator("#active-version").inner_text() == "v1 active"
         assert f"{name} rolled back from v2 to v1" in tab.locator("#flash").inner_text()
