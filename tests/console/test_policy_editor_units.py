@@ -70,6 +70,16 @@ def test_a_schema_problem_no_longer_hides_a_tier_config_problem() -> None:
     assert placed["ladders.molecule[2].config"] == _line(text, "config:")
 
 
+def test_a_broken_gate_no_longer_hides_a_tier_config_problem() -> None:
+    # Every field valid, the gate broken: the cross-field check raised and the tiers' configs
+    # were never looked at.
+    text = BASE.replace("overlap: 2", "overlap: 0").replace("score > 0.8", "score >> 0.8")
+    with pytest.raises(InvalidPolicyError) as raised:
+        validate_document(text)
+    locs = [e["loc"] for e in raised.value.extra["errors"]]
+    assert locs == ["ladders.molecule[2].gate", "ladders.molecule[2].config"]
+
+
 def test_an_unknown_tier_and_a_bad_transform_are_both_named() -> None:
     text = BASE.replace("tier: chem.surrogate\n", "tier: chem.surrogat\n").replace(
         "weight: 2.0", "weight: 2.0\n        transform: {type: sigmoid, low: 0.9, high: 0.1, k: 1}"

@@ -149,6 +149,14 @@ def _salvage(
     never run). Remove each field a problem names (its default takes its place), validate
     again, and repeat; once it validates, the cross-field problems are collected, not raised.
     A field that cannot be removed (a required one, a list element) ends the salvage there."""
+    if all(e["type"] == "policy_error" for e in exc.errors()):
+        # Every field validated and the cross-field checks ran already (spending the document's
+        # gate budget): the document as it is, without running them twice, is the partial one.
+        try:
+            skipped = PolicyDocument.model_validate(data, context={"skip_semantics": True})
+        except ValidationError:
+            return None, []
+        return skipped, []
     pruned: dict[str, Any] = copy.deepcopy(dict(data))
     removed: list[tuple[str | int, ...]] = []
     more: list[PolicyErrorItem] = []

@@ -327,6 +327,8 @@ class PolicyDocument(_Strict):
     @model_validator(mode="after")
     def _check_semantics(self, info: ValidationInfo) -> PolicyDocument:
         context = (info.context or {}) if info else {}
+        if context.get("skip_semantics"):  # the loader's partial document: checked already
+            return self
         known = context.get("known_tiers")
         errors = list(_semantic_errors(self, set(known) if known is not None else None))
         collect = context.get("collect")
