@@ -182,8 +182,15 @@ def test_decide_a_task_whose_reviewers_disagreed(people: People, page: Any) -> N
     assert said == {"good 5", "bad 1"}
     _shots(page, "console-people-adjudication")
     task.get_by_label("verdict").select_option("good")
-    task.get_by_label("clear").fill("4")
+    task.get_by_label("clear").evaluate("e => e.removeAttribute('max')")
+    task.get_by_label("clear").fill("9")  # off the scale: said next to the form, not decided
     task.get_by_label("Comment").fill("clear enough; the second reviewer misread it")
+    task.get_by_role("button", name="Decide").click()
+    page.wait_for_selector("#error")
+    assert "9 is not a score from 1 to 5" in task.locator("#error").inner_text()
+    assert task.get_by_label("verdict").input_value() == "good"  # what was typed is kept
+    assert "misread" in task.get_by_label("Comment").input_value()
+    task.get_by_label("clear").fill("4")
     task.get_by_role("button", name="Decide").click()
     page.wait_for_url("**/console/people/adjudication?decided=*")
     assert "decided" in page.locator("#done").inner_text()
