@@ -162,8 +162,9 @@ def _hand(cut: float) -> dict[str, Any]:
 
 
 def _judge(body: dict[str, Any]) -> dict[str, Any]:
-    (judge,) = [j for j in body["judges"] if j["policy"] == "qa-judge"]
-    return judge
+    found: list[dict[str, Any]] = [j for j in body["judges"] if j["policy"] == "qa-judge"]
+    assert len(found) == 1, body["judges"]
+    return found[0]
 
 
 def test_the_judge_calibration_is_the_hand_computation(judged: dict[str, Any]) -> None:
