@@ -42,7 +42,7 @@ def test_dev_with_auth_prints_keys_once_and_requires_them(tmp_path: Path) -> Non
         wait_ready(url, timeout=120, process=dev)
         output = first.read_text()
         trainer = re.search(r"trainer key \(trainer\):\s+(vsk_\S+)", output)
-        admin = re.search(r"admin key\s+\(admin, operator\):\s+(vsk_\S+)", output)
+        admin = re.search(r"admin key\s+\(admin, operator, reviewer\):\s+(vsk_\S+)", output)
         assert trainer, output
         assert admin, output
         assert "AUTH OFF" not in output
@@ -56,6 +56,13 @@ def test_dev_with_auth_prints_keys_once_and_requires_them(tmp_path: Path) -> Non
             f"{url}/v1/audit", headers={"Authorization": f"Bearer {admin.group(1)}"}, timeout=10
         )
         assert audit.status_code == 200
+        # The one person trying dev sees what reviewers see too (issue 35: a 403 before).
+        queues = httpx.get(
+            f"{url}/v1/review/queues",
+            headers={"Authorization": f"Bearer {admin.group(1)}"},
+            timeout=10,
+        )
+        assert queues.status_code == 200, queues.text
     finally:
         _stop(dev)
     # A second start prints no keys: they were shown once.

@@ -222,13 +222,14 @@ def _first_start_credentials() -> None:
         if repository.any_usable_credential(session, utcnow()):
             console.print("[green]auth on:[/] using the keys and users already created")
             return
-        admin = service.create_key(session, name="admin", roles=[Role.admin, Role.operator],
-                                   created_by="dev")  # fmt: skip
+        # The person trying dev is admin, operator and reviewer at once: every page opens.
+        everything = [Role.admin, Role.operator, Role.reviewer]
+        admin = service.create_key(session, name="admin", roles=everything, created_by="dev")
         trainer = service.create_key(session, name="dev-trainer", roles=[Role.trainer],
                                      created_by="dev")  # fmt: skip
         password = secrets.token_urlsafe(12)
-        service.create_user(session, "admin", [Role.admin, Role.operator], password, "dev")
+        service.create_user(session, "admin", everything, password, "dev")
     console.print("[bold green]auth on[/]: created on first start, shown only now:")
-    console.print(f"  admin key   (admin, operator): {admin.key}")
-    console.print(f"  trainer key (trainer):         {trainer.key}")
+    console.print(f"  admin key   (admin, operator, reviewer): {admin.key}")
+    console.print(f"  trainer key (trainer):                   {trainer.key}")
     console.print(f"  sign-in at /signin as admin with password: {password}")
