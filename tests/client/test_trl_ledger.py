@@ -32,6 +32,9 @@ def test_two_jobs_add_up_and_escalation_is_the_share_past_the_first_tier() -> No
     assert m["escalated_frac/chem.surrogate"] == 2 / 16
     assert m["escalated_frac/chem.fast"] == 0
     assert m["calls/chem.fast"] == 13
+    # Each tier's own charge: what a lab step cost, apart from the cheap tiers below it.
+    assert math.isclose(m["cost_units/chem.fast"], 0.013)
+    assert math.isclose(m["cost_units/chem.surrogate"], 0.1)
     assert m["cache_hits/chem.surrogate"] == 1
 
 

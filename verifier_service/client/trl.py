@@ -69,11 +69,13 @@ def ledger_metrics(reports: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     escalations: dict[str, int] = defaultdict(int)
     hits: dict[str, int] = defaultdict(int)
     calls: dict[str, int] = defaultdict(int)
+    tier_cost: dict[str, float] = defaultdict(float)
     for report in reports:
         for tier, tc in report["tiers"].items():
             escalations[tier] += int(tc["escalations"])
             hits[tier] += int(tc["cache_hits"])
             calls[tier] += int(tc["calls"])
+            tier_cost[tier] += float(tc.get("cost_units", 0.0))
     n = max(items, 1)
     out = {
         "items": float(items),
@@ -87,6 +89,7 @@ def ledger_metrics(reports: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         out[f"escalated_frac/{tier}"] = escalations[tier] / n
         out[f"cache_hits/{tier}"] = float(hits[tier])
         out[f"calls/{tier}"] = float(calls[tier])
+        out[f"cost_units/{tier}"] = tier_cost[tier]
     return out
 
 
