@@ -30,6 +30,8 @@ class Answer:
     passed: bool = False
     uncertainty: float | None = None
     unparseable: str | None = None  # why no sample could be read
+    #: The models that answered (the response's `model`; one unless the server changed).
+    models: list[str] = field(default_factory=list)
 
 
 def request_body(
@@ -83,7 +85,10 @@ async def ask(
             if isinstance(first, EndpointError)
             else EndpointError("internal_error", str(first))
         )
-    answer = Answer(components=usage(caller, completions))
+    answer = Answer(
+        components=usage(caller, completions),
+        models=list(dict.fromkeys(c.model for c in completions)),
+    )
     if failures:
         answer.notes.append(f"{len(failures)} of {cfg.samples} samples got no answer")
     readings: list[tuple[Reading, Completion]] = []

@@ -43,6 +43,8 @@ class Completion:
     #: The reply's token log-probabilities (`choices[0].logprobs.content`), when the server
     #: sent them.
     logprobs: list[dict[str, Any]] | None = None
+    #: The model that answered: the response's `model`, else the endpoint's configured one.
+    model: str = ""
 
 
 class CircuitBreaker:
@@ -277,12 +279,14 @@ class EndpointCaller:
             logprobs = (data["choices"][0].get("logprobs") or {}).get("content")
             if not isinstance(text, str):
                 raise TypeError(f"content is {type(text).__name__}")
+            model = data.get("model")
             return Completion(
                 text=text,
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 completion_tokens=int(usage.get("completion_tokens") or 0),
                 attempts=attempt,
                 logprobs=logprobs if isinstance(logprobs, list) else None,
+                model=model if isinstance(model, str) and model.strip() else self.endpoint.model,
             )
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise EndpointError(

@@ -31,6 +31,7 @@ from tiers.judge.batch import (
     with_caller,
 )
 from tiers.judge.client import EndpointCaller, EndpointError
+from tiers.judge.recorded import note
 from tiers.judge.schemas import JudgeConfig
 from tiers.judge.settings import JudgeSettings
 from tiers.judge.templates import CandidateView, TemplateProblem, fenced, new_fence, render
@@ -133,7 +134,8 @@ class JudgeLlmTier:
         """The verdict of an answer, with the monitor's components and feedback."""
         components = watched | answer.components
         if answer.unparseable is not None or answer.score is None:
-            return self._error("judge_unparseable", answer.unparseable or "", None, components)
+            message = note(answer.unparseable or "", answer.models)
+            return self._error("judge_unparseable", message, None, components)
         notes = ["judge: " + "; ".join(answer.notes)] if answer.notes else []
         if flagged:
             notes.append(flagged)
@@ -143,7 +145,7 @@ class JudgeLlmTier:
             uncertainty=answer.uncertainty,
             components=components,
             reason=None if answer.passed else "judged_failing",
-            feedback="; ".join(notes),
+            feedback=note("; ".join(notes), answer.models),  # which model judged: last line
             tier=self.name,
             tier_version=self.version,
         )

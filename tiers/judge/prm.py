@@ -40,6 +40,7 @@ from tiers.judge.batch import (
 from tiers.judge.client import EndpointCaller, EndpointError
 from tiers.judge.llm import check_endpoint
 from tiers.judge.prm_schemas import PRM_NAMESPACES, PrmConfig, split_steps
+from tiers.judge.recorded import note
 from tiers.judge.settings import JudgeSettings
 from tiers.judge.templates import CandidateView, TemplateProblem, fenced, new_fence, render
 
@@ -204,7 +205,8 @@ class JudgePrmTier:
     ) -> Verdict:
         components = watched | answer.components
         if answer.unparseable is not None or answer.score is None:
-            return self._error("judge_unparseable", f"{what}: {answer.unparseable}", components)
+            message = note(f"{what}: {answer.unparseable}", answer.models)
+            return self._error("judge_unparseable", message, components)
         notes = [f"judge, {what}: " + "; ".join(answer.notes)]
         if flagged:
             notes.append(flagged)
@@ -214,7 +216,7 @@ class JudgePrmTier:
             uncertainty=answer.uncertainty,
             components=components,
             reason=None if answer.passed else "judged_failing",
-            feedback="; ".join(notes),
+            feedback=note("; ".join(notes), answer.models),  # which model judged: last line
             tier=self.name,
             tier_version=self.version,
         )
@@ -241,10 +243,9 @@ class JudgePrmTier:
                 verdict.feedback = f"step {number} of {len(steps)}: {verdict.feedback}"
                 return verdict
             if result.unparseable is not None or result.score is None:
-                return self._error(
-                    "judge_unparseable", f"step {number} of {len(steps)}: {result.unparseable}",
-                    components,
-                )  # fmt: skip
+                message = note(f"step {number} of {len(steps)}: {result.unparseable}",
+                               result.models)  # fmt: skip
+                return self._error("judge_unparseable", message, components)
         answers = [r for r in results if isinstance(r, Answer)]
         scores = [a.score for a in answers if a.score is not None]
         for number, score in enumerate(scores, start=1):
@@ -267,13 +268,14 @@ class JudgePrmTier:
             notes.append(f"steps after {cfg.max_steps - 1} judged as one (max_steps)")
         if flagged:
             notes.append(flagged)
+        models = [m for a in answers for m in a.models]
         return Verdict(
             status=VerdictStatus.passed if passed else VerdictStatus.failed,
             score=score,
             uncertainty=max(uncertainties) if uncertainties else None,
             components=components,
             reason=None if passed else "judged_failing",
-            feedback="; ".join(notes),
+            feedback=note("; ".join(notes), models),  # which model judged: last line
             tier=self.name,
             tier_version=self.version,
         )

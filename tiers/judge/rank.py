@@ -39,6 +39,7 @@ from tiers.judge.batch import (
 )
 from tiers.judge.client import Completion, EndpointCaller, EndpointError
 from tiers.judge.llm import check_endpoint
+from tiers.judge.recorded import note
 from tiers.judge.schemas import _Config
 from tiers.judge.settings import JudgeSettings
 from tiers.judge.templates import check_template, fenced, new_fence, render
@@ -307,6 +308,7 @@ class JudgeRankTier:
             components = watched | usage | {k: v[i] for k, v in extra.items()}
             components |= {"group_size": float(n), "passed": 1.0 if passed else 0.0}
             feedback = f"judge: {notes[i]}" + (f"; {flagged}" if flagged else "")
+            feedback = note(feedback, (c.model for c in calls))  # which model judged: last line
             out.append(
                 Verdict(
                     status=VerdictStatus.passed if passed else VerdictStatus.failed,

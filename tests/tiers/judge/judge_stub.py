@@ -103,7 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
             reply = {
                 "id": "stub",
                 "object": "chat.completion",
-                "model": body.get("model"),
+                "model": answer.get("model", body.get("model")),  # a rule may name another
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
                 **({} if "logprobs" not in answer else {"_lp": {"content": answer["logprobs"]}}),
                 "usage": answer.get("usage", {"prompt_tokens": 120, "completion_tokens": 30}),

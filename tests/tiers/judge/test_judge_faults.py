@@ -38,7 +38,7 @@ def test_a_reply_becomes_a_scored_verdict_with_tokens_and_cost(stub: JudgeStub) 
     assert verdict.components["completion_tokens"] == 30.0
     assert verdict.components["cost_units"] == (120 * 2.0 + 30 * 10.0) / 1000
     assert verdict.components["grader_addressed"] == 0.0
-    assert verdict.feedback == "judge: score 7 of 1..10"
+    assert verdict.feedback == "judge: score 7 of 1..10\njudge_model: stub-model"
     (request,) = stub.state.requests
     assert request["model"] == "stub-model"
     assert request["temperature"] == 0.0
@@ -65,7 +65,7 @@ def test_a_low_score_fails_and_labels_pass_by_their_list(stub: JudgeStub) -> Non
     partly, right = tier.verify_batch(_items(2), labels)
     assert (partly.status, partly.score, partly.components["label_index"]) == ("failed", 0.5, 1.0)
     assert (right.status, right.score) == ("passed", 1.0)
-    assert right.feedback == "judge: label right (read from bare)"
+    assert right.feedback == "judge: label right (read from bare)\njudge_model: stub-model"
 
 
 def test_429_is_retried_after_the_time_it_asks(stub: JudgeStub) -> None:

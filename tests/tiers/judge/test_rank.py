@@ -77,7 +77,9 @@ def test_listwise_ranks_become_per_member_rewards(stub: JudgeStub) -> None:
     assert alpha.reason == "ranked_low"
     assert beta.components["rank"] == 1.0
     assert beta.components["group_size"] == 3.0
-    assert beta.feedback == "judge: place 1 of 3 (both orders; places 1, 1)"
+    assert beta.feedback == (
+        "judge: place 1 of 3 (both orders; places 1, 1)\njudge_model: stub-model"
+    )
     # Two calls of 120 prompt tokens at 3 per 1k, shared among three members.
     assert beta.components["cost_units"] == pytest.approx(2 * 120 * 3.0 / 1000 / 3)
     user = stub.state.requests[0]["messages"][1]["content"]
@@ -96,7 +98,9 @@ def test_pairwise_asks_each_pair_both_ways_and_counts_wins(stub: JudgeStub) -> N
     assert good.score == 1.0
     # meh and bad each win when shown second against the other: a position bias, cancelled.
     assert (meh.score, bad.score) == (0.25, 0.25)
-    assert good.feedback == "judge: 4 wins of 4 comparisons (both orders)"
+    assert good.feedback == (
+        "judge: 4 wins of 4 comparisons (both orders)\njudge_model: stub-model"
+    )
 
 
 def test_members_without_a_group_or_alone_get_errors_that_say_why(stub: JudgeStub) -> None:
