@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 from rdkit import Chem, rdBase
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from tiers.chem.surrogate_model import (
@@ -28,7 +27,7 @@ from tiers.chem.surrogate_model import (
     fit_surrogate,
     read_training_csv,
 )
-from verifier_service.oracle.models import OracleItem
+from verifier_service.oracle import repository
 
 #: Held-out results needed for numbers that mean something.
 MIN_HELD_OUT = 3
@@ -80,27 +79,15 @@ class RetrainReport:
     path: Path
 
 
-def _answered(session: Session, oracle: str) -> list[OracleItem]:
-    query = (
-        select(OracleItem)
-        .where(
-            OracleItem.oracle == oracle,
-            OracleItem.kind == "molecule",
-            OracleItem.result.is_not(None),
-        )
-        .order_by(OracleItem.answered_at, OracleItem.id)
-    )
-    return list(session.scalars(query))
-
-
-def lab_results(session: Session, oracle: str, field: str) -> LabResults:
+def lab_results(session: Session, oracle: str, field: str, latest: int | None = None) -> LabResults:
     """The values of `field` that `oracle` measured for molecule items, one per molecule (the
-    latest measurement wins). Failed measurements, results without the field or with a value
-    that is not a finite number, and SMILES RDKit cannot read are counted as skipped."""
+    latest measurement wins), from every result or only the `latest` ones. Failed measurements,
+    results without the field or with a value that is not a finite number, and SMILES RDKit
+    cannot read are counted as skipped."""
     by_smiles: dict[str, LabResult] = {}
     skipped = 0
     with rdBase.BlockLogs():
-        for row in _answered(session, oracle):
+        for row in repository.answered_molecules(session, oracle, latest):
             values = (row.result or {}).get("values") or {}
             smiles = row.payload.get("smiles") if isinstance(row.payload, dict) else None
             raw = values.get(field) if isinstance(values, dict) else None

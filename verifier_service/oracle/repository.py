@@ -130,3 +130,19 @@ def turnarounds(session: Session, oracle: str, limit: int = 500) -> list[tuple[d
         .limit(limit)
     )
     return [(a, b) for a, b in session.execute(query) if a is not None and b is not None]
+
+
+def answered_molecules(
+    session: Session, oracle: str, latest: int | None = None
+) -> list[OracleItem]:
+    """Molecule items of `oracle` that have a result (values or an error), oldest answer first;
+    only the latest `latest` of them when given (a page that must stay quick)."""
+    query = select(OracleItem).where(
+        OracleItem.oracle == oracle,
+        OracleItem.kind == "molecule",
+        OracleItem.result.is_not(None),
+    )
+    if latest is None:
+        return list(session.scalars(query.order_by(OracleItem.answered_at, OracleItem.id)))
+    newest = query.order_by(OracleItem.answered_at.desc(), OracleItem.id.desc()).limit(latest)
+    return list(reversed(list(session.scalars(newest))))
