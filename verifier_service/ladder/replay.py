@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from tiers.base import Candidate, Verdict
+from tiers.base import Candidate, Verdict, charged_units
 from tiers.registry import get_tier
 from verifier_service.ladder import repository as ladder_repository
 from verifier_service.ladder.execute import cache_key, candidate_of
@@ -38,6 +38,12 @@ class VersionReplay(BaseModel):
 
     escalations: dict[str, int] = Field(description="Items that reached each tier.")
     cost_units: float = Field(description="Cost units of the tier calls this policy makes.")
+    cost_by_tier: dict[str, float] = Field(
+        default_factory=dict,
+        description="Cost units of each tier's calls (each ladder step's): a verdict's own "
+        "`cost_units` where the tier measured it (a judge's tokens at its endpoint's price), "
+        "else the tier's cost class, as the cost ledger charges a call.",
+    )
     mean_reward: float | None
     scored: int
     unavailable: int = Field(description="Items stopped at a verdict nobody has computed.")
@@ -113,7 +119,7 @@ def _simulate(
 ) -> tuple[dict[str, float | None], VersionReplay]:
     sims = [_Sim(i, candidate_of(i)) for i in items if i.kind in doc.ladders]
     escalations: dict[str, int] = defaultdict(int)
-    cost = 0.0
+    cost_by_tier: dict[str, float] = defaultdict(float)
     depth = max((len(doc.ladder_for(s.item.kind)) for s in sims), default=0)
     for index in range(depth):
         groups: dict[tuple[str, str, str], list[_Sim]] = defaultdict(list)
@@ -161,8 +167,8 @@ def _simulate(
                     m.active, m.unavailable = False, True
                     continue
                 escalations[step.tier] += 1
-                if m.item.content_hash not in seen:
-                    cost += tier_cost
+                if m.item.content_hash not in seen:  # a duplicate rides on the first's call
+                    cost_by_tier[step.tier] += charged_units(tier_cost, verdict.components)
                     seen.add(m.item.content_hash)
                 m.verdicts[step.tier] = verdict
                 if verdict.status not in ("passed", "failed"):
@@ -183,7 +189,8 @@ def _simulate(
     scored = [v for v in values.values() if v is not None]
     return values, VersionReplay(
         escalations=dict(escalations),
-        cost_units=cost,
+        cost_units=sum(cost_by_tier.values()),
+        cost_by_tier=dict(cost_by_tier),
         mean_reward=sum(scored) / len(scored) if scored else None,
         scored=len(scored),
         unavailable=sum(s.unavailable for s in sims),

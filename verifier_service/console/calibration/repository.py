@@ -60,11 +60,12 @@ def climbed_pairs(
 
 def judged_by_people(
     session: Session, *, since: datetime
-) -> list[tuple[str, int, str, int, int, float, float, datetime]]:
+) -> list[tuple[str, int, str, int, int, float, float, datetime, str]]:
     """Items that a model judge (`judge.llm`) scored and people (`human`, a later step) then
     scored, people's verdict stored since `since`: (policy, version, kind, judge step, human
-    step, judge score, people's score, when people's verdict was stored). Verdicts without a
-    score (errors, pending) are left out."""
+    step, judge score, people's score, when people's verdict was stored, the judge verdict's
+    feedback: its last line names the model that judged). Verdicts without a score (errors,
+    pending) are left out."""
     judge = aliased(VerdictRecord)
     people = aliased(VerdictRecord)
     rows = session.execute(
@@ -77,6 +78,7 @@ def judged_by_people(
             judge.score,
             people.score,
             people.created_at,
+            judge.feedback,
         )
         .join(Job, Job.id == Item.job_id)
         .join(judge, and_(judge.item_id == Item.id, judge.tier == "judge.llm"))
@@ -92,7 +94,7 @@ def judged_by_people(
         .order_by(people.created_at)
     )
     return [
-        (name, int(version), kind, int(js), int(hs), float(j), float(h), at)
-        for name, version, kind, js, hs, j, h, at in rows
+        (name, int(version), kind, int(js), int(hs), float(j), float(h), at, feedback or "")
+        for name, version, kind, js, hs, j, h, at, feedback in rows
         if j is not None and h is not None
     ]

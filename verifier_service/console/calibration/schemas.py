@@ -89,7 +89,8 @@ class JudgeCalibration(BaseModel):
     human_step: int
     endpoint: str
     model: str | None = Field(
-        description="The endpoint's model as configured now (verdicts do not record it)."
+        description="The model that judged, as its verdicts recorded it (judge_model); for "
+        "verdicts stored before models were recorded, the endpoint's model as configured now."
     )
     gate: str = Field(description="The gate of the human step: why items went to people.")
     threshold: float = Field(

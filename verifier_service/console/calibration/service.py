@@ -15,7 +15,9 @@ tiers can be compared without bias:
 
 A model judge (`judge.llm`) whose items then went to people (`human`, a later step) is
 compared with people the same way, per judge (the step's endpoint, its model, the policy
-version that holds the templates): agreement (both sides on the same side of the threshold),
+version that holds the templates; the model is the one each verdict recorded, `judge_model` on
+its feedback's last line, else, for verdicts stored before models were recorded, the model the
+endpoint is configured with now): agreement (both sides on the same side of the threshold),
 Spearman's rho of the judge's score against people's, the confusion of the two, per UTC day.
 Those items are the ones the gate sent to people (the judge unsure, a flagged candidate, an
 audit draw), not a random sample: the figures say how the judge does where it was sent up.
@@ -31,6 +33,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from tiers.judge.recorded import judge_model
 from verifier_service.console.calibration import repository
 from verifier_service.console.calibration.schemas import (
     Calibration,
@@ -183,15 +186,30 @@ def judge_calibration(
     threshold: float | None,
     models: Mapping[str, str],
 ) -> list[JudgeCalibration]:
-    """Per model judge, its scores against people's on the items people scored since `since`."""
-    grouped: dict[tuple[str, int, str, int, int], list[Pair]] = {}
-    for name, version, kind, js, hs, judge, people, at in repository.judged_by_people(
+    """Per model judge, its scores against people's on the items people scored since `since`.
+
+    A judge is the step's endpoint and the model that judged: the one its verdicts recorded,
+    else (older verdicts) `models[endpoint]`, so a new model behind the same endpoint name is a
+    judge of its own."""
+    ladders: dict[tuple[str, int, str], list[LadderStep]] = {}
+
+    def ladder_of(name: str, version: int, kind: str) -> list[LadderStep]:
+        if (name, version, kind) not in ladders:
+            document = resolve(session, name, version).document
+            ladders[(name, version, kind)] = document.ladder_for(kind)
+        return ladders[(name, version, kind)]
+
+    grouped: dict[tuple[str, int, str, int, int, str], list[Pair]] = {}
+    for name, version, kind, js, hs, judge, people, at, feedback in repository.judged_by_people(
         session, since=since
     ):
-        grouped.setdefault((name, version, kind, js, hs), []).append((judge, people, at))
+        ladder = ladder_of(name, version, kind)
+        endpoint = str(ladder[js].config.get("endpoint", "")) if js < len(ladder) else ""
+        model = judge_model(feedback) or models.get(endpoint) or ""
+        grouped.setdefault((name, version, kind, js, hs, model), []).append((judge, people, at))
     out = []
-    for (name, version, kind, js, hs), pairs in sorted(grouped.items()):
-        ladder = resolve(session, name, version).document.ladder_for(kind)
+    for (name, version, kind, js, hs, model), pairs in sorted(grouped.items()):
+        ladder = ladder_of(name, version, kind)
         judge_step = ladder[js] if js < len(ladder) else None
         human_step = ladder[hs] if hs < len(ladder) else None
         gate = human_step.gate if human_step is not None else ""
@@ -214,7 +232,7 @@ def judge_calibration(
         out.append(
             JudgeCalibration(
                 policy=name, version=version, kind=kind, judge_step=js, human_step=hs,
-                endpoint=endpoint, model=models.get(endpoint), gate=gate, threshold=cut,
+                endpoint=endpoint, model=model or None, gate=gate, threshold=cut,
                 pairs=len(pairs), agreement=_agreement(pairs, cut),
                 spearman=spearman([j for j, _, _ in pairs], [h for _, h, _ in pairs]),
                 confusion=_judge_confusion(pairs, cut), days=days,
