@@ -86,6 +86,13 @@
     fill("totals", figures.map(([name, f]) => [
       cell(name), cell(f(draft), "num"), cell(active ? f(active) : "–", "num"),
     ]), "");
+    // Cost per step, in ladder order (the report's own order), as the cost ledger charges it.
+    const costs = (side) => (side && side.cost_by_tier) || {};
+    const steps = [...new Set([...Object.keys(costs(draft)), ...Object.keys(costs(active))])];
+    fill("step-costs", steps.map((t) => [
+      cell(t), cell(num(costs(draft)[t] || 0, 3), "num"),
+      cell(active ? num(costs(active)[t] || 0, 3) : "–", "num"),
+    ]), "No tier was called.");
     const sides = active ? [`v${version}`, `active v${report.active_version}`] : [`v${version}`];
     const colours = [COLOURS.draft, COLOURS.active];
     const pair = (key) => (active ? [draft[key], active[key]] : [draft[key]]);
