@@ -1,5 +1,6 @@
 """The console's oracle pages: every oracle at a glance, and one oracle's capacity used this
-period, items in flight, turnaround, overdue batches and latest results. Pause, Resume and
+period, items in flight, turnaround, overdue batches and latest results, and how the configured
+learned surrogate agrees with those results (`?field=` picks the result field). Pause, Resume and
 Resend are plain forms with the CSRF token, so they work from the keyboard and without script."""
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ BATCH_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
 OracleName = Annotated[str, Path(pattern=NAME_PATTERN, description="An oracle's name.")]
 BatchId = Annotated[str, Path(pattern=BATCH_PATTERN, description="A batch's id.")]
 ResentQuery = Annotated[str | None, Query(pattern=BATCH_PATTERN)]
+FieldQuery = Annotated[
+    str | None,
+    Query(
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="The result field the surrogate is scored on.",
+    ),
+]
 
 
 @router.get("/console/oracles")
@@ -46,11 +54,17 @@ def oracle_page(
     principal: OperatorPrincipal,
     oracle: OracleName,
     resent: ResentQuery = None,
+    field: FieldQuery = None,
 ) -> HTMLResponse:
-    """One oracle: its figures, its batches (Resend) and latest results; Pause or Resume."""
+    """One oracle: its figures, its batches (Resend) and latest results; Pause or Resume; the
+    configured surrogate against its results for `field` (default: the field it scores)."""
     page = pages_service.oracle_page(session, oracle)
+    surrogate = pages_service.surrogate_check(
+        session, oracle, page.definition, settings.chem.surrogate_model_path, field
+    )
     return renderer.page(
         request, settings, "oracle.html", principal=principal, page=page, resent=resent,
+        surrogate=surrogate, results_scored=pages_service.RESULTS_SCORED,
         duration=pages_service.duration,
     )  # fmt: skip
 

@@ -1,18 +1,23 @@
 """What the console's oracle pages show: the oracle domain's own figures (the ones
-GET /v1/oracles answers), its batches with what each still waits for, its latest results."""
+GET /v1/oracles answers), its batches with what each still waits for, its latest results, and
+the configured learned surrogate scored against those results (`surrogate_check`: computed with
+`oracle.calibration.calibrate` on each view, nothing cached)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from tiers.chem.surrogate_model import SurrogateModel, SurrogateModelError
 from tiers.oracle import OracleDefinition
 from verifier_service.console.oracles import repository as console_repository
 from verifier_service.core.db import utcnow
 from verifier_service.oracle import repository, service, views
+from verifier_service.oracle.calibration import Calibration, LabResults, calibrate, lab_results
 from verifier_service.oracle.schemas import OracleOut
 
 #: Batches whose results are still missing.
@@ -111,6 +116,94 @@ def oracle_page(session: Session, name: str) -> OraclePage:
         changed_at=control.changed_at if control else None,
         batches=rows, results=results,
     )  # fmt: skip
+
+
+#: The latest results scored: the page stays quick whatever the oracle's history.
+RESULTS_SCORED = 500
+ML_EXTRA = "pip install 'verifier-service[ml]'"
+
+
+@dataclass(frozen=True)
+class SurrogateCheck:
+    """What the section shows: the field, the model, the results used and the figures, or why
+    there are none (`problem`)."""
+
+    field: str
+    fields: list[str]
+    unit: str | None
+    model_path: Path | None
+    model_target: str | None
+    results: int
+    skipped: int
+    calibration: Calibration | None
+    problem: str | None
+
+
+def surrogate_check(
+    session: Session,
+    name: str,
+    definition: OracleDefinition,
+    model_path: Path | None,
+    field: str | None = None,
+) -> SurrogateCheck:
+    """The configured surrogate against `name`'s latest molecule results for `field` (default:
+    the field the oracle scores)."""
+    chosen = field or definition.score.field
+    fields = list(definition.result_schema)
+    spec = definition.result_schema.get(chosen)
+
+    def check(
+        problem: str | None,
+        *,
+        lab: LabResults | None = None,
+        target: str | None = None,
+        calibration: Calibration | None = None,
+    ) -> SurrogateCheck:
+        return SurrogateCheck(
+            field=chosen, fields=fields, unit=spec.unit if spec else None, model_path=model_path,
+            model_target=target, results=len(lab.results) if lab else 0,
+            skipped=lab.skipped if lab else 0, calibration=calibration,
+            problem=problem,
+        )  # fmt: skip
+
+    if spec is None:
+        return check(f"Oracle {name} has no result field {chosen!r}; its fields: "
+                     f"{', '.join(fields)}.")  # fmt: skip
+    lab = lab_results(session, name, chosen, latest=RESULTS_SCORED)
+    if model_path is None:
+        return check(
+            "No surrogate model is configured (settings chem.surrogate_model_path, env "
+            "VERIFIER_CHEM__SURROGATE_MODEL_PATH). Train one from these results with "
+            f"verifier-service chem train-surrogate --from-oracle {name} --target {chosen} "
+            "--out PATH, and point the setting at it.",
+            lab=lab,
+        )
+    try:
+        import joblib  # noqa: F401  (the model file is a joblib dump of a scikit-learn model)
+        import sklearn  # noqa: F401
+    except ImportError as exc:
+        return check(
+            f"Scoring the surrogate needs scikit-learn and joblib, the 'ml' extra ({exc}): "
+            f"install it with {ML_EXTRA}.",
+            lab=lab,
+        )
+    try:
+        model = SurrogateModel.load(model_path)
+    except SurrogateModelError as exc:
+        return check(f"The configured model cannot be used: {exc}", lab=lab)
+    if not lab.results:
+        return check(
+            f"No molecule result of oracle {name} carries a number for {chosen} yet.",
+            target=model.target, lab=lab,
+        )  # fmt: skip
+    try:
+        found = calibrate(model, lab.results, "configured")
+    except Exception as exc:  # a model that does not fit its own features, say
+        return check(
+            f"The model's prediction failed: {type(exc).__name__}: {exc}",
+            target=model.target, lab=lab,
+        )  # fmt: skip
+    return check(None, target=model.target, calibration=found, lab=lab)
 
 
 def duration(seconds: float | None) -> str:
