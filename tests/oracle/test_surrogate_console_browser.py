@@ -25,13 +25,17 @@ from typing import Any
 
 import pytest
 from lab_sim import hidden_logp
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
 from support import Service, free_port, private_backends, start_service, wait_ready
 from test_oracle_console_browser import PASSWORD, _submit, _text, _until, operator_tab
 from test_surrogate_retrain import _nci_smiles
 
 from tiers.chem.surrogate_model import SurrogateModel
 from verifier_service.client import OraclePartner
-from verifier_service.oracle.calibration import Calibration, LabResult, calibrate
+from verifier_service.console.oracles.service import RESULTS_SCORED
+from verifier_service.oracle import repository
+from verifier_service.oracle.calibration import Calibration, LabResult, calibrate, lab_results
 
 SCHEMA = {
     "logp": {"unit": "log units", "min": -30, "max": 30},
@@ -240,3 +244,23 @@ def test_without_scikit_learn_the_page_names_the_extra(
         assert "needs scikit-learn and joblib, the 'ml' extra" in problem
         assert "pip install 'verifier-service[ml]'" in problem
         assert _text(tab, "#sur-usable") == str(N_MOLECULES - 1)
+
+
+def test_the_cap_takes_the_latest_results(
+    service: Service, measured: dict[str, dict[str, float]]
+) -> None:
+    """The page scores the latest RESULTS_SCORED results; the same query capped lower here takes
+    the latest answers and keeps them oldest first (so a molecule's latest result wins)."""
+    assert RESULTS_SCORED == 500
+    engine = create_engine(service.env["VERIFIER_DATABASE__URL"])
+    try:
+        with Session(engine) as session:
+            every = repository.answered_molecules(session, "plate")
+            latest = repository.answered_molecules(session, "plate", latest=5)
+            capped = lab_results(session, "plate", "logp", latest=5)
+    finally:
+        engine.dispose()
+    assert len(every) == N_MOLECULES
+    assert [i.id for i in latest] == [i.id for i in every[-5:]]
+    assert len(capped.results) + capped.skipped == 5
+    assert {r.smiles for r in capped.results} <= {i.payload["smiles"] for i in every[-5:]}
