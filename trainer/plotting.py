@@ -7,6 +7,7 @@ that escalated, the fidelity mix, cache hits per item and the cost units charged
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -99,34 +100,33 @@ def _ledger_panel(
     )
 
 
-def _revisions_panel(
-    ax: Any, rows: list[dict[str, Any]], steps: list[int], window: int, ledger: str
-) -> None:
-    """Per step: items sent to a deferred tier (the lab) and rewards of earlier steps revised
-    when its results came back, with the mean change of a revised reward."""
-    sent = _series(rows, f"{ledger}calls/oracle")
-    revised = _series(rows, "revisions/revised")
-    ax.bar([s - 0.2 for s in steps], sent, width=0.4, color="tab:purple", alpha=0.6,
-           label="items sent to the lab (ledger)")  # fmt: skip
-    ax.bar([s + 0.2 for s in steps], revised, width=0.4, color="tab:orange", alpha=0.8,
-           label="earlier rewards revised by its results (changes feed)")  # fmt: skip
-    ax.set_ylabel("items per step")
+def _revisions_panel(ax: Any, rows: list[dict[str, Any]], steps: list[int], ledger: str) -> None:
+    """Running totals: what the lab was paid (ledger) and how many earlier rewards its results
+    revised (changes feed): the second follows the first by the lab's turnaround."""
+    paid = _cumulative(_series(rows, f"{ledger}cost_units/oracle"))
+    revised = _cumulative(_series(rows, "revisions/revised"))
+    ax.plot(steps, paid, color="tab:purple", linewidth=2, label="lab cost units (ledger)")
+    ax.set_ylabel("cost units, running total")
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("GRPO step")
     ax.grid(alpha=0.3)
-    delta_ax = ax.twinx()
-    _line(delta_ax, steps, _series(rows, "revisions/delta_mean"), window, color="black",
-          linestyle=":", label="mean change of a revised reward")  # fmt: skip
-    delta_ax.axhline(0.0, color="grey", linewidth=0.5)
-    delta_ax.set_ylabel("reward change")
+    count_ax = ax.twinx()
+    count_ax.plot(steps, revised, color="tab:orange", linewidth=2, linestyle="--",
+                  label="earlier rewards revised by lab results (changes feed)")  # fmt: skip
+    count_ax.set_ylabel("rewards revised, running total")
+    count_ax.set_ylim(bottom=0)
     handles, labels = ax.get_legend_handles_labels()
-    more, more_labels = delta_ax.get_legend_handles_labels()
-    pairs = [
-        (h, lab)
-        for h, lab in zip(handles + more, labels + more_labels, strict=True)
-        if not lab.startswith("_")
-    ]
-    ax.legend([h for h, _ in pairs], [lab for _, lab in pairs], loc="upper center",
+    more, more_labels = count_ax.get_legend_handles_labels()
+    ax.legend(handles + more, labels + more_labels, loc="upper center",
               bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=7)  # fmt: skip
+
+
+def _cumulative(values: list[float]) -> list[float]:
+    total, out = 0.0, []
+    for value in values:
+        total += 0.0 if math.isnan(value) else value
+        out.append(total)
+    return out
 
 
 def plot_reward_curve(
@@ -198,7 +198,7 @@ def plot_reward_curve(
     if ledger and ledger_prefix is not None and fidelity_prefix is not None:
         _ledger_panel(axes[1][0], rows, steps, window, ledger_prefix, fidelity_prefix)
     if revisions and ledger_prefix is not None:
-        _revisions_panel(axes[2][0], rows, steps, window, ledger_prefix)
+        _revisions_panel(axes[2][0], rows, steps, ledger_prefix)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, bbox_inches="tight")

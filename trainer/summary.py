@@ -26,6 +26,10 @@ COLUMNS: list[tuple[str, str, int]] = [
     ("cache hits / step", f"{LEDGER}cache_hits", 1),
     ("fidelity chem.surrogate", f"{FIDELITY}chem.surrogate", 3),
     ("fidelity chem.fast", f"{FIDELITY}chem.fast", 3),
+    ("fidelity oracle", f"{FIDELITY}oracle", 3),
+    ("items at the lab step", f"{LEDGER}calls/oracle", 2),
+    ("rewards revised / step", "revisions/revised", 2),
+    ("mean change of a revised reward", "revisions/delta_mean", 3),
     ("KL", "kl", 4),
 ]
 
