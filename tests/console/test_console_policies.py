@@ -340,6 +340,9 @@ def test_browser_replay_then_activate_and_roll_back(
 
     # Activate from the report, then roll back from the policy page, all with the keyboard.
     page.get_by_role("button", name=f"Activate v{draft}").focus()
+    with page.expect_navigation():  # the question first; its confirming button has the focus
+        page.keyboard.press("Enter")
+    page.wait_for_selector("#confirm button:focus", timeout=5000)  # autofocus, after load
     page.keyboard.press("Enter")
     page.wait_for_url(f"**/console/policies/{case.name}")
     assert page.locator("#active-version").inner_text() == f"v{draft} active"

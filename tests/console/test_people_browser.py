@@ -165,8 +165,11 @@ def test_add_a_gold_item_from_a_task_then_remove_it(people: People, page: Any) -
     assert cells[3:5] == ["1", "1"]  # answered once, right once
     # Removed: nobody is served it any more.
     row.get_by_role("button", name="Remove gold item").click()
-    page.wait_for_url("**/console/people/gold?removed=*")
+    page.wait_for_url("**/console/people/gold?confirm=remove*")
+    with page.expect_navigation():  # the question first, then the post and the list again
+        page.get_by_role("button", name="Yes, remove it").click()
     assert "removed" in row.locator("td").nth(5).inner_text()
+    assert "removed: nobody is served it" in page.locator("#flash").inner_text()
     dave = people.new_reviewer()
     with people.as_reviewer(dave) as client:
         assert client.post(f"/v1/review/queues/{people.queue}/next").status_code == 204
@@ -215,19 +218,23 @@ def test_pause_a_reviewer_then_her_next_claim_is_refused(people: People, page: A
     row = page.locator(f"#people tr[data-reviewer='{ann}']")
     assert "active" in row.locator("td.state").inner_text()
     row.get_by_role("button", name=f"Pause {ann}").focus()
-    page.keyboard.press("Enter")
-    page.wait_for_url("**/console/people/reviewers?paused=*")
+    with page.expect_navigation():  # the question, its "Yes" button focused
+        page.keyboard.press("Enter")
+    page.wait_for_selector("#confirm button:focus", timeout=5000)  # autofocus, after load
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
     assert "paused" in row.locator("td.state").inner_text()
     assert people.console.operator in row.locator("td.state").inner_text()  # by whom
-    assert f"{ann} is paused" in page.locator("#done").inner_text()
+    assert f"{ann} is paused" in page.locator("#flash").inner_text()
     with people.as_reviewer(ann) as client:
         refused = client.post(f"/v1/review/queues/{people.queue}/next")
     assert refused.status_code == 403, refused.text
     assert refused.json()["error"] == "reviewer_paused"
     _shots(page, "console-people-reviewers")
-    row.get_by_role("button", name=f"Resume {ann}").click()
-    page.wait_for_url("**/console/people/reviewers?resumed=*")
+    with page.expect_navigation():  # resuming harms nothing: no question
+        row.get_by_role("button", name=f"Resume {ann}").click()
     assert "active" in row.locator("td.state").inner_text()
+    assert f"{ann} may take tasks again" in page.locator("#flash").inner_text()
     with people.as_reviewer(ann) as client:
         assert client.post(f"/v1/review/queues/{people.queue}/next").status_code in (200, 204)
 

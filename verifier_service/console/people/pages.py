@@ -1,8 +1,9 @@
 """The console's people pages: gold items (list, add one from a task people were sent,
 remove), adjudication (tasks whose reviewers disagreed: decide) and reviewers (pause, resume).
 Server-rendered, plain forms with the CSRF token: every control works from the keyboard and
-without script. The JSON API for the same is review/endpoints.py; both stand on the review
-domain's service."""
+without script. Remove and Pause ask first (a GET form to `?confirm=...`, the page asks with
+its "Yes" button focused) and say what they did once (web/flash.py). The JSON API for the same
+is review/endpoints.py; both stand on the review domain's service."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from verifier_service.core.db import retried_transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.core.errors import InvalidRequestError
 from verifier_service.settings import Settings
+from verifier_service.web import flash
+from verifier_service.web.flash import ConfirmQuery
 
 router = APIRouter(tags=["console pages"], include_in_schema=False)
 
@@ -56,14 +59,14 @@ def gold_page(
     settings: SettingsDep,
     principal: OperatorPrincipal,
     added: Said = None,
-    removed: Said = None,
+    confirm: ConfirmQuery = None,
 ) -> HTMLResponse:
-    """Gold items with reviewers' record on each (remove one), and the tasks people were sent
-    that a new gold item can be made from."""
+    """Gold items with reviewers' record on each (remove one, after `?confirm=remove:<task>`
+    asks), and the tasks people were sent that a new gold item can be made from."""
     found = service.gold_page(session)
-    return renderer.page(request, settings, "people_gold.html", principal=principal,
-                         page=found, added=added, removed=removed,
-                         excerpt=service.excerpt)  # fmt: skip
+    return flash.page(renderer, request, settings, "people_gold.html", principal=principal,
+                      page=found, added=added, confirm=confirm,
+                      excerpt=service.excerpt)  # fmt: skip
 
 
 def _new_gold(
@@ -118,10 +121,17 @@ async def add_gold_form(
 
 
 @router.post("/console/people/gold/{task_id}/remove")
-def remove_gold_form(task_id: TaskId, principal: OperatorForm) -> RedirectResponse:
-    """A gold item's Remove button: nobody is served it again; back to the list."""
+def remove_gold_form(
+    request: Request, settings: SettingsDep, task_id: TaskId, principal: OperatorForm
+) -> RedirectResponse:
+    """A gold item's confirmed Remove button: nobody is served it again; back to the list,
+    which says so."""
     retried_transaction(lambda s: service.remove_gold(s, task_id, principal.name))
-    return RedirectResponse(f"/console/people/gold?removed={quote(task_id)}", status_code=303)
+    said = (
+        f"Gold item {task_id[:12]} removed: nobody is served it any more "
+        "(its answers stay counted)."
+    )
+    return flash.redirect(f"/console/people/gold#gold-{task_id}", request, settings, said)
 
 
 # --------------------------------------------------------------------------- adjudication
@@ -185,27 +195,33 @@ def reviewers_page(
     session: SessionDep,
     settings: SettingsDep,
     principal: OperatorPrincipal,
-    paused: Said = None,
-    resumed: Said = None,
+    confirm: ConfirmQuery = None,
+    reviewer: Said = None,
 ) -> HTMLResponse:
-    """Every reviewer's standing (gold accuracy, paused and why) with Pause and Resume."""
+    """Every reviewer's standing (gold accuracy, paused and why) with Pause (after
+    `?confirm=pause&reviewer=<name>` asks) and Resume."""
     found = service.reviewers(session)
-    return renderer.page(request, settings, "people_reviewers.html", principal=principal,
-                         reviewers=found, paused=paused, resumed=resumed)  # fmt: skip
+    asked = (reviewer or "").strip() if confirm == "pause" else ""
+    return flash.page(renderer, request, settings, "people_reviewers.html", principal=principal,
+                      reviewers=found, asked=asked)  # fmt: skip
 
 
 @router.post("/console/people/reviewers")
 def pause_form(
+    request: Request,
+    settings: SettingsDep,
     principal: OperatorForm,
     reviewer: ReviewerField,
     action: Annotated[Literal["pause", "resume"], Form()],
 ) -> RedirectResponse:
-    """The Pause and Resume buttons (and pausing someone by name): a paused reviewer's next
-    claim is refused."""
+    """The confirmed Pause button and the Resume button (and pausing someone by name): a
+    paused reviewer's next claim is refused."""
     name = reviewer.strip()
     paused = action == "pause"
     retried_transaction(lambda s: service.set_paused(s, name, paused, principal.name))
-    said = "paused" if paused else "resumed"
-    return RedirectResponse(
-        f"/console/people/reviewers?{said}={quote(name, safe='')}", status_code=303
+    said = (
+        f"{name} is paused: their next claim is refused."
+        if paused
+        else f"{name} may take tasks again."
     )
+    return flash.redirect("/console/people/reviewers", request, settings, said)

@@ -152,13 +152,14 @@ def replay_page(
     name: PolicyName,
     version: VersionNumber,
     limit: ReplayLimit = 500,
+    confirm: ConfirmQuery = None,
 ) -> HTMLResponse:
     """A version replayed over the policy's stored items against the active one: tables and
-    charts (drawn from the JSON API)."""
+    charts (drawn from the JSON API), and its Activate button's question (`?confirm=activate`)."""
     detail = service.detail(session, name)
     policies.stored_version(session, name, version)  # 404 before drawing a shell for nothing
-    return renderer.page(request, settings, "policy_replay.html", principal=principal,
-                 policy=detail, version=version, limit=limit)  # fmt: skip
+    return flash.page(renderer, request, settings, "policy_replay.html", principal=principal,
+                      policy=detail, version=version, limit=limit, confirm=confirm)  # fmt: skip
 
 
 @router.post("/console/policies/{name}/versions/{version}/activate")

@@ -1,0 +1,269 @@
+"""What was left of issue 35's console, in a real browser (Playwright + Debian Chromium) against
+a service of this module's own: the replay report's Activate, a gold item's Remove and a
+reviewer's Pause ask first (Enter on the button, Enter on the focused "Yes") and then say once
+what they did; at 390 px the job page's KPI numbers stay in their boxes and the queues page
+needs no sideways scrolling; the two reviewers' pages say what each is for and link to each
+other. Screenshots go to VERIFIER_SCREENSHOTS when set (copied to docs/img/ by hand), else to a
+temporary folder."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from console_support import OPERATOR_PASSWORD, Console, operator_tab
+from support import private_backends, start_service
+
+SHOTS = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tempfile.mkdtemp(prefix="polish-shots-"))
+RUBRIC = {"dimensions": [{"name": "verdict", "type": "label", "labels": ["good", "bad"]}]}
+SCHEMA = {"type": "object", "required": ["tool"]}
+#: Every KPI box whose number is wider than the box (scrollWidth > clientWidth), in the page.
+OVERFLOWING_KPIS_JS = """() => [...document.querySelectorAll('.kpi')]
+  .filter(k => k.scrollWidth > k.clientWidth
+    || [...k.children].some(c => c.scrollWidth > c.clientWidth))
+  .map(k => k.textContent.trim().replace(/\\s+/g, ' '))"""
+#: Every card (or table) that scrolls sideways inside itself, in the page.
+SCROLLING_JS = """() => [...document.querySelectorAll('.card-panel, table')]
+  .filter(e => e.scrollWidth > e.clientWidth + 1)
+  .map(e => e.id || e.getAttribute('aria-labelledby') || e.tagName)"""
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    with private_backends("cpolish") as (pg_url, redis_url):
+        service = start_service(
+            tmp_path_factory.mktemp("cpolish"),
+            "ladder,tier.fast,callbacks",
+            VERIFIER_DATABASE__URL=pg_url,
+            VERIFIER_BROKER__URL=redis_url,
+        )
+        try:
+            operator = f"op-{uuid.uuid4().hex[:6]}"
+            made = service.cli(
+                "users", "create", "--role", "operator", operator, stdin=OPERATOR_PASSWORD + "\n"
+            )
+            assert made.returncode == 0, made.stderr
+            yield Console(service=service, operator=operator)
+        finally:
+            service.stop_all()
+
+
+def _until(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _asks_with_keyboard(tab: Any, button: str, confirm: str) -> None:
+    """Focus `button`, press Enter: the page asks, with the focus on the confirming button,
+    which says `confirm` (the post is not made yet)."""
+    tab.get_by_role("button", name=button).focus()
+    with tab.expect_navigation():
+        tab.keyboard.press("Enter")
+    assert tab.locator("#confirm").is_visible(), "no question was asked"
+    # Chromium applies autofocus at the first rendering after load: wait for it (a few ms).
+    tab.wait_for_selector("#confirm button:focus", timeout=5000)
+    assert tab.evaluate("document.activeElement.textContent.trim()") == confirm
+
+
+def _yes_with_keyboard(tab: Any) -> None:
+    with tab.expect_navigation():
+        tab.keyboard.press("Enter")
+
+
+def _said_once(tab: Any, text: str) -> None:
+    """The page says `text` in a status message, and no longer after a reload."""
+    status = tab.locator("#flash")
+    assert status.get_attribute("role") == "status"
+    assert text in status.inner_text()
+    tab.reload()
+    assert tab.locator("#flash").count() == 0
+
+
+def _shots(tab: Any, name: str) -> None:
+    tab.set_viewport_size({"width": 1280, "height": 800})
+    tab.screenshot(path=str(SHOTS / f"{name}-1280.png"), full_page=True)
+    tab.set_viewport_size({"width": 390, "height": 844})
+    tab.screenshot(path=str(SHOTS / f"{name}-390.png"), full_page=True)
+    assert tab.evaluate("document.documentElement.scrollWidth") <= 390, name
+    tab.set_viewport_size({"width": 1440, "height": 900})
+
+
+def _policy(console: Console, document: dict[str, Any]) -> None:
+    with console.service.client() as client:
+        made = client.post("/v1/policies", json={"document": document})
+    assert made.status_code == 201, made.text
+
+
+def test_replay_activate_asks_first_then_says_what_it_did(console: Console, browser: Any) -> None:
+    name = f"replayed-{uuid.uuid4().hex[:6]}"
+    for version in (1, 2):
+        config = {"schema": {**SCHEMA, "title": f"v{version}"}}
+        _policy(
+            console, {"name": name, "ladders": {"json": [{"tier": "schema", "config": config}]}}
+        )
+    with console.service.client() as client:  # v2 stored as a draft, v1 still active
+        assert client.post(f"/v1/policies/{name}/versions/1/activate").status_code == 200
+    path = f"/console/policies/{name}/versions/2/replay"
+    with operator_tab(browser, console.service.base_url, path, console.operator) as tab:
+        tab.wait_for_selector("#status:not(:has-text('Replaying'))")
+        _asks_with_keyboard(tab, "Activate v2", "Yes, activate v2")
+        question = tab.locator("#confirm").inner_text()
+        assert f"Activate v2 of {name}?" in question
+        assert "instead of v1" in question
+        with console.service.client() as client:  # asking changed nothing
+            assert client.get(f"/v1/policies/{name}").json()["active_version"] == 1
+        _shots(tab, "console-replay-confirm-activate")
+        # Backing out keeps v1 and the report.
+        with tab.expect_navigation():
+            tab.get_by_role("link", name="No, keep v1").click()
+        assert tab.locator("#confirm").count() == 0
+        _asks_with_keyboard(tab, "Activate v2", "Yes, activate v2")
+        _yes_with_keyboard(tab)
+        tab.wait_for_url(f"**/console/policies/{name}")
+        assert tab.locator("#active-version").inner_text() == "v2 active"
+        _said_once(tab, f"v2 of {name} is active (was v1)")
+    with console.service.client() as client:
+        assert client.get(f"/v1/policies/{name}").json()["active_version"] == 2
+
+
+def test_remove_gold_asks_first_then_says_what_it_did(console: Console, browser: Any) -> None:
+    queue = f"gold-{uuid.uuid4().hex[:6]}"
+    text = f"Is this tool call well formed? {uuid.uuid4().hex[:8]}"
+    gold = {"kind": "text", "payload": {"text": text}, "rubric": RUBRIC,
+            "answer": {"verdict": "good"}}  # fmt: skip
+    with console.service.client() as client:
+        made = client.post(f"/v1/review/queues/{queue}/gold", json=gold)
+    assert made.status_code == 201, made.text
+    task = made.json()["task_id"]
+    path = "/console/people/gold"
+    with operator_tab(browser, console.service.base_url, path, console.operator) as tab:
+        row = tab.locator(f"#gold-{task}")
+        assert "served" in row.locator("td").nth(5).inner_text()
+        _asks_with_keyboard(tab, f"Remove gold item {task[:12]}", "Yes, remove it")
+        question = tab.locator("#confirm").inner_text()
+        assert f"Remove gold item {task[:12]} from {queue}?" in question
+        assert text in question  # which item it is
+        assert "served" in row.locator("td").nth(5).inner_text()  # not yet
+        _shots(tab, "console-people-confirm-remove")
+        _yes_with_keyboard(tab)
+        assert "removed" in row.locator("td").nth(5).inner_text()
+        assert f"Gold item {task[:12]} removed" in tab.locator("#flash").inner_text()
+        _shots(tab, "console-people-flash-remove")
+        _said_once(tab, f"Gold item {task[:12]} removed")
+
+
+def test_pause_asks_first_then_says_what_it_did(console: Console, browser: Any) -> None:
+    ann = f"ann-{uuid.uuid4().hex[:6]}"
+    with console.service.client() as client:  # a reviewer the page lists, active
+        for step in ("pause", "unpause"):
+            assert client.post(f"/v1/review/reviewers/{ann}/{step}").status_code == 204
+
+    def paused() -> bool:
+        with console.service.client() as client:
+            listed = {r["reviewer"]: r for r in client.get("/v1/review/reviewers").json()}
+        return bool(listed[ann]["paused"])
+
+    path = "/console/people/reviewers"
+    with operator_tab(browser, console.service.base_url, path, console.operator) as tab:
+        row = tab.locator(f"#people tr[data-reviewer='{ann}']")
+        assert "active" in row.locator("td.state").inner_text()
+        _asks_with_keyboard(tab, f"Pause {ann}", f"Yes, pause {ann}")
+        assert f"Pause reviewer {ann}?" in tab.locator("#confirm").inner_text()
+        assert not paused()
+        # Backing out leaves her reviewing.
+        with tab.expect_navigation():
+            tab.get_by_role("link", name=f"No, let {ann} keep reviewing").click()
+        assert tab.locator("#confirm").count() == 0
+        assert not paused()
+        _asks_with_keyboard(tab, f"Pause {ann}", f"Yes, pause {ann}")
+        _shots(tab, "console-people-confirm-pause")
+        _yes_with_keyboard(tab)
+        assert "paused" in row.locator("td.state").inner_text()
+        assert f"{ann} is paused" in tab.locator("#flash").inner_text()
+        assert paused()
+        _shots(tab, "console-people-flash-pause")
+        _said_once(tab, f"{ann} is paused")
+        # Someone who has not answered yet: by name, the same question.
+        bob = f"bob-{uuid.uuid4().hex[:6]}"
+        tab.get_by_label("Reviewer's name").fill(bob)
+        with tab.expect_navigation():
+            tab.keyboard.press("Enter")
+        assert f"Pause reviewer {bob}?" in tab.locator("#confirm").inner_text()
+        tab.wait_for_selector("#confirm button:focus", timeout=5000)
+        assert tab.evaluate("document.activeElement.textContent.trim()") == f"Yes, pause {bob}"
+        _yes_with_keyboard(tab)
+        assert f"{bob} is paused" in tab.locator("#flash").inner_text()
+
+
+def test_the_two_reviewer_pages_say_what_each_is_for_and_link_each_other(
+    console: Console, browser: Any
+) -> None:
+    base = console.service.base_url
+    with operator_tab(browser, base, "/console/reviewers", console.operator) as tab:
+        said = tab.locator("#see-also").inner_text()
+        assert "pace" in said
+        assert "pause or resume" in said
+        with tab.expect_navigation():
+            tab.locator("#see-also").get_by_role("link").click()
+        assert tab.url == f"{base}/console/people/reviewers"
+        said = tab.locator("#see-also").inner_text()
+        assert "stopping and letting back a reviewer" in said
+        with tab.expect_navigation():
+            tab.locator("#see-also").get_by_role("link").click()
+        assert tab.url == f"{base}/console/reviewers"
+        _shots(tab, "console-reviewers-see-also")
+
+
+def test_job_kpis_and_the_queues_fit_a_phone(console: Console, browser: Any) -> None:
+    queue = f"phone-{uuid.uuid4().hex[:6]}"
+    human = {"tier": "human", "config": {"queue": queue, "rubric": RUBRIC}}
+    _policy(console, {"name": queue, "ladders": {"text": [human]}})
+    items = [{"kind": "text", "payload": {"text": uuid.uuid4().hex}} for _ in range(2)]
+    with console.service.client() as client:
+        posted = client.post("/v1/rewards", json={"policy": queue, "items": items})
+        assert posted.status_code == 202, posted.text
+        job = f"/v1/jobs/{posted.json()['id']}"
+        _until(
+            lambda: all(i["state"] == "deferred" for i in client.get(job).json()["items"]),
+            what="both items waiting for people",
+        )
+    path = f"/console/jobs/{posted.json()['id']}"
+    base = console.service.base_url
+    with operator_tab(browser, base, path, console.operator, viewport=(390, 844)) as tab:
+        assert tab.locator("#job-cost").inner_text() == "200.000"  # two items for people
+        assert tab.evaluate(OVERFLOWING_KPIS_JS) == []
+        assert tab.evaluate("document.documentElement.scrollWidth") <= 390
+        tab.screenshot(path=str(SHOTS / "console-job-kpis-390.png"), full_page=True)
+        tab.set_viewport_size({"width": 1280, "height": 800})
+        assert tab.evaluate(OVERFLOWING_KPIS_JS) == []
+        tab.screenshot(path=str(SHOTS / "console-job-kpis-1280.png"), full_page=True)
+
+        tab.set_viewport_size({"width": 390, "height": 844})
+        tab.goto(f"{base}/console/queues")
+        assert tab.evaluate("document.documentElement.scrollWidth") <= 390
+        assert tab.evaluate(SCROLLING_JS) == []  # nothing scrolls sideways inside a card
+        # Every queue's state (with its reason) is on the screen, not past its right edge.
+        for state in tab.locator("#queues td.state").all():
+            box = state.bounding_box()
+            assert box is not None
+            assert box["x"] >= 0
+            assert box["x"] + box["width"] <= 390
+        # Each cell still says which column it is.
+        label = tab.locator("#queue-tier\\.fast td.state").evaluate(
+            "td => getComputedStyle(td, '::before').content"
+        )
+        assert label == '"State"'
+        tab.screenshot(path=str(SHOTS / "console-queues-phone-390.png"), full_page=True)
+        tab.set_viewport_size({"width": 1280, "height": 800})
+        tab.screenshot(path=str(SHOTS / "console-queues-phone-1280.png"), full_page=True)
