@@ -208,8 +208,8 @@ class OracleTier:
 
     name: ClassVar[str] = "oracle"
     version: ClassVar[str] = "1"
-    #: Where its tasks run (selection, pushes): the webhooks' queue, whose workers every
-    #: deployment has; no tier task ever runs this tier.
+    #: No tier task ever runs this tier: its selection and pushes run on each oracle's own
+    #: queue (`oracle.NAME`), which the webhooks' workers (`callbacks`) take unless told not to.
     queue: ClassVar[str] = "callbacks"
     cost_class: ClassVar[float] = 100.0
     kinds: ClassVar[frozenset[str]] = frozenset({"molecule", "code", "json", "text"})

@@ -129,10 +129,12 @@ def worker(
     ] = None,
 ) -> None:
     """Run a Celery worker for some queues."""
+    from verifier_service.oracle.service import oracle_queues
     from workers.celery_app import app as celery_app
 
     settings = get_settings()
     wanted = [q.strip() for q in queues.split(",") if q.strip()]
+    wanted = oracle_queues(wanted, settings.oracles.definitions)
     if "tier.sandbox" in wanted:
         try:
             from tiers.code.sandbox import startup_check

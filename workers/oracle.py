@@ -1,5 +1,5 @@
-"""Thin tasks of the oracle tier (on the `callbacks` queue): select items within an oracle's
-capacity into batches, and push one batch to its partner."""
+"""Thin tasks of the oracle tier (each oracle's own queue, `oracle.NAME`): select items within
+an oracle's capacity into batches, and push one batch to its partner."""
 
 from __future__ import annotations
 

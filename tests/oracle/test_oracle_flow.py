@@ -217,3 +217,32 @@ def test_a_paused_oracle_gives_out_nothing_and_a_batch_can_be_given_back(databas
     assert {r["fidelity"] for r in _rewards(job_id)} == {"oracle"}
     with transaction() as session, pytest.raises(NotResendableError, match="is done"):
         service.resend(session, PLATE, again.batch.batch_id, "op")
+
+
+def test_an_oracles_tasks_go_to_its_own_queue(database: str, redis_url: str) -> None:
+    # A partner that is slow or down holds up only its own queue (oracle.NAME), not the
+    # webhooks' (callbacks) or another oracle's.
+    import redis
+
+    broker = redis.Redis.from_url(redis_url)
+    broker.delete("oracle.plate")
+    _job(_policy(), 2)
+    deadline = time.monotonic() + 10
+    while broker.llen("oracle.plate") == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    tasks = [json.loads(m)["headers"]["task"] for m in broker.lrange("oracle.plate", 0, -1)]
+    broker.delete("oracle.plate")
+    assert "oracle.select" in tasks, tasks
+
+
+def test_a_callbacks_worker_takes_the_oracles_queues_unless_told_which() -> None:
+    oracles = ["plate", "lab"]
+    assert service.oracle_queues(["ladder", "callbacks"], oracles) == [
+        "ladder", "callbacks", "oracle.lab", "oracle.plate",
+    ]  # fmt: skip
+    # A worker of its own for one oracle, and webhooks' workers naming those they still serve.
+    assert service.oracle_queues(["oracle.lab"], oracles) == ["oracle.lab"]
+    assert service.oracle_queues(["callbacks", "oracle.plate"], oracles) == [
+        "callbacks", "oracle.plate",
+    ]  # fmt: skip
+    assert service.oracle_queues(["tier.fast"], oracles) == ["tier.fast"]

@@ -97,8 +97,9 @@ def attempt(batch_id: str) -> str | None:
             batch.state, batch.finished_at, batch.next_attempt_at = "failed", now, None
         else:
             batch.next_attempt_at = next_at
-            retry = OutboxMessage(task=service.PUSH_TASK, args=[batch_id], queue=service.QUEUE,
-                                  eta=next_at, created_at=now)  # fmt: skip
+            retry = OutboxMessage(task=service.PUSH_TASK, args=[batch_id],
+                                  queue=service.queue_for(batch.oracle), eta=next_at,
+                                  created_at=now)  # fmt: skip
             outbox.stage(session, [retry])
         state = batch.state
     if retry is not None:

@@ -64,8 +64,23 @@ log = structlog.get_logger(__name__)
 
 SELECT_TASK = "oracle.select"
 PUSH_TASK = "oracle.push"
-#: Oracle tasks are short HTTP calls and bookkeeping: they share the webhooks' queue.
-QUEUE = "callbacks"
+
+
+def queue_for(oracle: str) -> str:
+    """The Celery queue of one oracle's tasks (selection, pushes): a partner that is slow or
+    down holds up its own queue, not the webhooks' or another oracle's. A worker of the
+    `callbacks` queue takes every oracle's queue too unless told which (see `oracle_queues`)."""
+    return f"oracle.{oracle}"
+
+
+def oracle_queues(wanted: list[str], oracles: Iterable[str]) -> list[str]:
+    """A worker's queues with the oracles' added: a worker that takes `callbacks` and names no
+    `oracle.*` queue itself also takes each defined oracle's."""
+    if "callbacks" not in wanted or any(q.startswith("oracle.") for q in wanted):
+        return wanted
+    return [*wanted, *(queue_for(name) for name in sorted(oracles))]
+
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -118,7 +133,9 @@ def after_commit(session: Session, outgoing: Sequence[dispatch.Outgoing]) -> Non
 
 
 def _select_message(name: str, at: datetime) -> OutboxMessage:
-    return OutboxMessage(task=SELECT_TASK, args=[name], queue=QUEUE, eta=at, created_at=utcnow())
+    return OutboxMessage(
+        task=SELECT_TASK, args=[name], queue=queue_for(name), eta=at, created_at=utcnow()
+    )
 
 
 # ---------------------------------------------------------------- from the ladder
@@ -215,7 +232,11 @@ def select(name: str) -> int:
             if found.mode == "push":
                 messages.append(
                     OutboxMessage(
-                        task=PUSH_TASK, args=[batch.id], queue=QUEUE, eta=None, created_at=now
+                        task=PUSH_TASK,
+                        args=[batch.id],
+                        queue=queue_for(name),
+                        eta=None,
+                        created_at=now,
                     )
                 )
         for row in overflow:
@@ -469,7 +490,7 @@ def resend(session: Session, name: str, batch_id: str, actor: str) -> str:
         batch.state, batch.retry_from, batch.next_attempt_at = "sending", now, now
         batch.busy_until = None
         message = OutboxMessage(
-            task=PUSH_TASK, args=[batch.id], queue=QUEUE, eta=None, created_at=now
+            task=PUSH_TASK, args=[batch.id], queue=queue_for(name), eta=None, created_at=now
         )
         outbox.stage(session, [message])
         after_commit(session, [dispatch.Outgoing([message])])
