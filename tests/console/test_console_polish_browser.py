@@ -32,6 +32,19 @@ OVERFLOWING_KPIS_JS = """() => [...document.querySelectorAll('.kpi')]
 SCROLLING_JS = """() => [...document.querySelectorAll('.card-panel, table')]
   .filter(e => e.scrollWidth > e.clientWidth + 1)
   .map(e => e.id || e.getAttribute('aria-labelledby') || e.tagName)"""
+#: The column names a card row shows cut short (wider than their place), in the page.
+CUT_LABELS_JS = """() => [...document.querySelectorAll('table.cards td[data-label]')]
+  .filter(td => {
+    const probe = document.createElement('span');
+    const label = getComputedStyle(td, '::before');
+    probe.style.cssText = `font: ${label.font}; white-space: nowrap; position: absolute`;
+    probe.textContent = td.dataset.label;
+    document.body.append(probe);
+    const cut = probe.getBoundingClientRect().width > parseFloat(label.width) + 0.5;
+    probe.remove();
+    return cut;
+  })
+  .map(td => td.dataset.label)"""
 
 
 @pytest.fixture(scope="module")
@@ -223,6 +236,9 @@ def test_the_two_reviewer_pages_say_what_each_is_for_and_link_each_other(
             tab.locator("#see-also").get_by_role("link").click()
         assert tab.url == f"{base}/console/reviewers"
         _shots(tab, "console-reviewers-see-also")
+        tab.set_viewport_size({"width": 390, "height": 844})
+        assert tab.evaluate(SCROLLING_JS) == []  # a card per reviewer on a phone
+        assert tab.evaluate(CUT_LABELS_JS) == []  # each value's column name in full
 
 
 def test_job_kpis_and_the_queues_fit_a_phone(console: Console, browser: Any) -> None:
@@ -264,6 +280,7 @@ def test_job_kpis_and_the_queues_fit_a_phone(console: Console, browser: Any) -> 
             "td => getComputedStyle(td, '::before').content"
         )
         assert label == '"State"'
+        assert tab.evaluate(CUT_LABELS_JS) == []
         tab.screenshot(path=str(SHOTS / "console-queues-phone-390.png"), full_page=True)
         tab.set_viewport_size({"width": 1280, "height": 800})
         tab.screenshot(path=str(SHOTS / "console-queues-phone-1280.png"), full_page=True)
