@@ -362,6 +362,7 @@ def test_browser_pause_a_queue_see_the_job_wait_then_finish_after_resume(
     page.get_by_role("button", name="Pause tier.fast").focus()
     with page.expect_navigation():
         page.keyboard.press("Enter")
+    page.wait_for_selector("#confirm button:focus", timeout=5000)  # autofocus, after load
     page.keyboard.press("Enter")
     page.wait_for_url("**/console/queues#queue-tier.fast")
     assert row.locator(".state").inner_text().startswith("paused by cops-op")

@@ -351,6 +351,7 @@ def test_browser_replay_then_activate_and_roll_back(
     page.get_by_role("button", name="Roll back to v1").focus()
     with page.expect_navigation():  # the question first; its confirming button has the focus
         page.keyboard.press("Enter")
+    page.wait_for_selector("#confirm button:focus", timeout=5000)  # autofocus, after load
     # The page posts and comes back to the same URL: wait for that navigation, not the URL.
     with page.expect_navigation():
         page.keyboard.press("Enter")

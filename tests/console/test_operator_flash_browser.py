@@ -95,6 +95,8 @@ def _confirm_with_keyboard(tab: Any, button: str, confirm: str) -> None:
     with tab.expect_navigation():
         tab.keyboard.press("Enter")
     assert tab.locator("#confirm").is_visible()
+    # Chromium applies autofocus after the load event: wait for it before the second Enter.
+    tab.wait_for_selector("#confirm button:focus", timeout=5000)
     focused = tab.evaluate("document.activeElement.textContent.trim()")
     assert focused == confirm
     with tab.expect_navigation():
