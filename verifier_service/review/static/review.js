@@ -150,11 +150,14 @@
   // --- the next task, preloaded ----------------------------------------------------------------
 
   function preload() {
-    if (preloading) { return; }
+    // Not while leaving the page (an undo, a give-back): a task leased now would stay held
+    // by this reviewer with no page showing it.
+    if (preloading || leaving) { return; }
     preloading = api("POST", "/v1/review/queues/" + encodeURIComponent(queue) + "/next").then(function (r) {
       if (r.status === 204) { next = { none: true }; return null; }
       if (!r.ok) { return null; }
       return r.json().then(function (view) {
+        if (leaving && !submitting) { return releaseLease(view.lease_id); }
         next = { lease_id: view.lease_id };
         return fetch("/review/leases/" + view.lease_id, { credentials: "same-origin" })
           .then(function (page) { return page.ok ? page.text() : null; })
@@ -170,12 +173,11 @@
 
   function releaseNext() {
     if (next && next.lease_id) {
-      fetch("/v1/review/leases/" + next.lease_id + "/release", {
-        method: "POST", keepalive: true, credentials: "same-origin",
-        headers: { "X-CSRF-Token": csrf },
-      }).catch(function () { /* it expires on its own */ });
+      var id = next.lease_id;
       next = null;
+      return releaseLease(id);
     }
+    return Promise.resolve();
   }
 
   function advance() {
@@ -383,13 +385,24 @@
     leaving = true;
     clearInterval(heartbeatTimer);
     // The task on screen goes back to the queue; the answered one opens with its answer.
-    if (lease && lease !== held.lease) { releaseLease(lease); }
-    releaseNext();
-    location.assign("/review/leases/" + held.lease);
+    giveBackThen(held, function () { location.assign("/review/leases/" + held.lease); });
+  }
+
+  // Give back the task on screen and the preloaded one, then go on: the page that opens next
+  // preloads its next task at once, and a give-back still in flight (or a preload still
+  // leasing a task) would leave that task held by this reviewer: "no more tasks" while it
+  // waits in the queue. At most a few seconds.
+  function giveBackThen(held, go) {
+    var loading = preloading ? Promise.race([preloading, sleep(2000)]) : Promise.resolve();
+    loading.then(function () {
+      var back = [releaseNext()];
+      if (lease && lease !== held.lease) { back.push(releaseLease(lease)); }
+      return Promise.race([Promise.all(back), sleep(2000)]);
+    }).then(go, go);
   }
 
   function releaseLease(id) {
-    fetch("/v1/review/leases/" + id + "/release", {
+    return fetch("/v1/review/leases/" + id + "/release", {
       method: "POST", keepalive: true, credentials: "same-origin",
       headers: { "X-CSRF-Token": csrf },
     }).catch(function () { /* it expires on its own */ });
@@ -601,8 +614,8 @@
       var held = pending;
       dropPending();
       leaving = true;
-      if (lease && lease !== held.lease) { releaseLease(lease); }
-      releaseNext();
+      giveBackThen(held, function () { location.reload(); });
+      return;
     }
     location.reload();
   });
