@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from support import Service
@@ -62,3 +64,58 @@ def operator_tab(
         context.close()
     assert offsite == []
     assert errors == []
+
+
+def until(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    """`check()`'s first truthy answer, asked every 0.2 s for `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def asks_with_keyboard(tab: Any, button: str, confirm: str) -> None:
+    """Focus `button`, press Enter: the page asks, with the focus on the confirming button,
+    which says `confirm` (the post is not made yet)."""
+    tab.get_by_role("button", name=button).focus()
+    with tab.expect_navigation():
+        tab.keyboard.press("Enter")
+    assert tab.locator("#confirm").is_visible(), "no question was asked"
+    # Chromium applies autofocus at the first rendering after load: wait for it (a few ms).
+    tab.wait_for_selector("#confirm button:focus", timeout=5000)
+    assert tab.evaluate("document.activeElement.textContent.trim()") == confirm
+
+
+def yes_with_keyboard(tab: Any) -> None:
+    """Enter on the focused confirming button: the post, and the redirect back."""
+    with tab.expect_navigation():
+        tab.keyboard.press("Enter")
+
+
+def confirm_with_keyboard(tab: Any, button: str, confirm: str) -> None:
+    """The question (`asks_with_keyboard`), then yes."""
+    asks_with_keyboard(tab, button, confirm)
+    yes_with_keyboard(tab)
+
+
+def said_once(tab: Any, text: str) -> None:
+    """The page says `text` in a status message, and no longer after a reload."""
+    status = tab.locator("#flash")
+    assert status.get_attribute("role") == "status"
+    assert text in status.inner_text()
+    tab.reload()
+    assert tab.locator("#flash").count() == 0
+
+
+def shots(tab: Any, folder: Path, name: str, *, fits_390: bool = False) -> None:
+    """Full-page screenshots at 1280 and 390 px (`fits_390`: nothing scrolls sideways there)."""
+    tab.set_viewport_size({"width": 1280, "height": 800})
+    tab.screenshot(path=str(folder / f"{name}-1280.png"), full_page=True)
+    tab.set_viewport_size({"width": 390, "height": 844})
+    tab.screenshot(path=str(folder / f"{name}-390.png"), full_page=True)
+    if fits_390:
+        assert tab.evaluate("document.documentElement.scrollWidth") <= 390, name
+    tab.set_viewport_size({"width": 1440, "height": 900})

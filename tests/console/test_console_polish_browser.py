@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from console_support import OPERATOR_PASSWORD, Console, operator_tab
+from console_support import OPERATOR_PASSWORD, Console, operator_tab, said_once, shots, until
+from console_support import asks_with_keyboard as _asks_with_keyboard
+from console_support import yes_with_keyboard as _yes_with_keyboard
 from support import private_backends, start_service
 
 SHOTS = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tempfile.mkdtemp(prefix="polish-shots-"))
@@ -67,51 +68,6 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
             service.stop_all()
 
 
-def _until(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _asks_with_keyboard(tab: Any, button: str, confirm: str) -> None:
-    """Focus `button`, press Enter: the page asks, with the focus on the confirming button,
-    which says `confirm` (the post is not made yet)."""
-    tab.get_by_role("button", name=button).focus()
-    with tab.expect_navigation():
-        tab.keyboard.press("Enter")
-    assert tab.locator("#confirm").is_visible(), "no question was asked"
-    # Chromium applies autofocus at the first rendering after load: wait for it (a few ms).
-    tab.wait_for_selector("#confirm button:focus", timeout=5000)
-    assert tab.evaluate("document.activeElement.textContent.trim()") == confirm
-
-
-def _yes_with_keyboard(tab: Any) -> None:
-    with tab.expect_navigation():
-        tab.keyboard.press("Enter")
-
-
-def _said_once(tab: Any, text: str) -> None:
-    """The page says `text` in a status message, and no longer after a reload."""
-    status = tab.locator("#flash")
-    assert status.get_attribute("role") == "status"
-    assert text in status.inner_text()
-    tab.reload()
-    assert tab.locator("#flash").count() == 0
-
-
-def _shots(tab: Any, name: str) -> None:
-    tab.set_viewport_size({"width": 1280, "height": 800})
-    tab.screenshot(path=str(SHOTS / f"{name}-1280.png"), full_page=True)
-    tab.set_viewport_size({"width": 390, "height": 844})
-    tab.screenshot(path=str(SHOTS / f"{name}-390.png"), full_page=True)
-    assert tab.evaluate("document.documentElement.scrollWidth") <= 390, name
-    tab.set_viewport_size({"width": 1440, "height": 900})
-
-
 def _policy(console: Console, document: dict[str, Any]) -> None:
     with console.service.client() as client:
         made = client.post("/v1/policies", json={"document": document})
@@ -136,7 +92,7 @@ def test_replay_activate_asks_first_then_says_what_it_did(console: Console, brow
         assert "instead of v1" in question
         with console.service.client() as client:  # asking changed nothing
             assert client.get(f"/v1/policies/{name}").json()["active_version"] == 1
-        _shots(tab, "console-replay-confirm-activate")
+        shots(tab, SHOTS, "console-replay-confirm-activate", fits_390=True)
         # Backing out keeps v1 and the report.
         with tab.expect_navigation():
             tab.get_by_role("link", name="No, keep v1").click()
@@ -145,7 +101,7 @@ def test_replay_activate_asks_first_then_says_what_it_did(console: Console, brow
         _yes_with_keyboard(tab)
         tab.wait_for_url(f"**/console/policies/{name}")
         assert tab.locator("#active-version").inner_text() == "v2 active"
-        _said_once(tab, f"v2 of {name} is active (was v1)")
+        said_once(tab, f"v2 of {name} is active (was v1)")
     with console.service.client() as client:
         assert client.get(f"/v1/policies/{name}").json()["active_version"] == 2
 
@@ -168,12 +124,12 @@ def test_remove_gold_asks_first_then_says_what_it_did(console: Console, browser:
         assert f"Remove gold item {task[:12]} from {queue}?" in question
         assert text in question  # which item it is
         assert "served" in row.locator("td").nth(5).inner_text()  # not yet
-        _shots(tab, "console-people-confirm-remove")
+        shots(tab, SHOTS, "console-people-confirm-remove", fits_390=True)
         _yes_with_keyboard(tab)
         assert "removed" in row.locator("td").nth(5).inner_text()
         assert f"Gold item {task[:12]} removed" in tab.locator("#flash").inner_text()
-        _shots(tab, "console-people-flash-remove")
-        _said_once(tab, f"Gold item {task[:12]} removed")
+        shots(tab, SHOTS, "console-people-flash-remove", fits_390=True)
+        said_once(tab, f"Gold item {task[:12]} removed")
 
 
 def test_pause_asks_first_then_says_what_it_did(console: Console, browser: Any) -> None:
@@ -200,13 +156,13 @@ def test_pause_asks_first_then_says_what_it_did(console: Console, browser: Any) 
         assert tab.locator("#confirm").count() == 0
         assert not paused()
         _asks_with_keyboard(tab, f"Pause {ann}", f"Yes, pause {ann}")
-        _shots(tab, "console-people-confirm-pause")
+        shots(tab, SHOTS, "console-people-confirm-pause", fits_390=True)
         _yes_with_keyboard(tab)
         assert "paused" in row.locator("td.state").inner_text()
         assert f"{ann} is paused" in tab.locator("#flash").inner_text()
         assert paused()
-        _shots(tab, "console-people-flash-pause")
-        _said_once(tab, f"{ann} is paused")
+        shots(tab, SHOTS, "console-people-flash-pause", fits_390=True)
+        said_once(tab, f"{ann} is paused")
         # Someone who has not answered yet: by name, the same question.
         bob = f"bob-{uuid.uuid4().hex[:6]}"
         tab.get_by_label("Reviewer's name").fill(bob)
@@ -235,7 +191,7 @@ def test_the_two_reviewer_pages_say_what_each_is_for_and_link_each_other(
         with tab.expect_navigation():
             tab.locator("#see-also").get_by_role("link").click()
         assert tab.url == f"{base}/console/reviewers"
-        _shots(tab, "console-reviewers-see-also")
+        shots(tab, SHOTS, "console-reviewers-see-also", fits_390=True)
         tab.set_viewport_size({"width": 390, "height": 844})
         assert tab.evaluate(SCROLLING_JS) == []  # a card per reviewer on a phone
         assert tab.evaluate(CUT_LABELS_JS) == []  # each value's column name in full
@@ -250,7 +206,7 @@ def test_job_kpis_and_the_queues_fit_a_phone(console: Console, browser: Any) -> 
         posted = client.post("/v1/rewards", json={"policy": queue, "items": items})
         assert posted.status_code == 202, posted.text
         job = f"/v1/jobs/{posted.json()['id']}"
-        _until(
+        until(
             lambda: all(i["state"] == "deferred" for i in client.get(job).json()["items"]),
             what="both items waiting for people",
         )

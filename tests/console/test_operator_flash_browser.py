@@ -13,14 +13,15 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import redis
-from console_support import OPERATOR_PASSWORD, Console, operator_tab
+from console_support import OPERATOR_PASSWORD, Console, operator_tab, said_once, shots, until
+from console_support import confirm_with_keyboard as _confirm_with_keyboard
 from support import private_backends, start_service
 
 from verifier_service.core.presence import PAUSED_KEY, drain_key
@@ -72,52 +73,10 @@ def _nothing_paused_or_drained_after(console: Console) -> Iterator[None]:
         broker.delete(key)
 
 
-def _until(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _policy(console: Console, document: dict[str, Any]) -> None:
     with console.service.client() as client:
         made = client.post("/v1/policies", json={"document": document})
     assert made.status_code == 201, made.text
-
-
-def _confirm_with_keyboard(tab: Any, button: str, confirm: str) -> None:
-    """Focus `button`, press Enter: the page asks (focus on the confirming button, which says
-    `confirm`); press Enter again: the post, and the redirect back."""
-    tab.get_by_role("button", name=button).focus()
-    with tab.expect_navigation():
-        tab.keyboard.press("Enter")
-    assert tab.locator("#confirm").is_visible()
-    # Chromium applies autofocus after the load event: wait for it before the second Enter.
-    tab.wait_for_selector("#confirm button:focus", timeout=5000)
-    focused = tab.evaluate("document.activeElement.textContent.trim()")
-    assert focused == confirm
-    with tab.expect_navigation():
-        tab.keyboard.press("Enter")
-
-
-def _said_once(tab: Any, text: str) -> None:
-    """The page says `text` in a status message, and no longer after a reload."""
-    status = tab.locator("#flash")
-    assert status.get_attribute("role") == "status"
-    assert text in status.inner_text()
-    tab.reload()
-    assert tab.locator("#flash").count() == 0
-
-
-def _shots(tab: Any, name: str) -> None:
-    tab.set_viewport_size({"width": 1280, "height": 800})
-    tab.screenshot(path=str(SHOTS / f"{name}-1280.png"), full_page=True)
-    tab.set_viewport_size({"width": 390, "height": 844})
-    tab.screenshot(path=str(SHOTS / f"{name}-390.png"), full_page=True)
-    tab.set_viewport_size({"width": 1440, "height": 900})
 
 
 def test_cancel_asks_first_then_says_once_what_it_did(console: Console, browser: Any) -> None:
@@ -143,14 +102,14 @@ def test_cancel_asks_first_then_says_once_what_it_did(console: Console, browser:
         tab.get_by_role("button", name="Cancel job").focus()
         with tab.expect_navigation():
             tab.keyboard.press("Enter")
-        _shots(tab, "console-confirm-cancel")
+        shots(tab, SHOTS, "console-confirm-cancel")
         tab.get_by_role("button", name="Yes, cancel the job").focus()
         with tab.expect_navigation():
             tab.keyboard.press("Enter")
         assert tab.locator("#job-status").inner_text() == "cancelled"
         assert f"Job {job_id} cancelled" in tab.locator("#flash").inner_text()
-        _shots(tab, "console-flash-cancel")
-        _said_once(tab, f"Job {job_id} cancelled")
+        shots(tab, SHOTS, "console-flash-cancel")
+        said_once(tab, f"Job {job_id} cancelled")
 
 
 def test_pause_and_resume_without_script(console: Console, browser: Any) -> None:
@@ -173,12 +132,12 @@ def test_pause_and_resume_without_script(console: Console, browser: Any) -> None
         assert row.locator(".state").inner_text().startswith(f"paused by {console.operator}")
         flash = tab.locator("#flash").inner_text()
         assert flash.startswith("Queue tier.fast paused")
-        _shots(tab, "console-flash-pause")
-        _said_once(tab, "Queue tier.fast paused")
+        shots(tab, SHOTS, "console-flash-pause")
+        said_once(tab, "Queue tier.fast paused")
         tab.get_by_role("button", name="Resume tier.fast").focus()
         with tab.expect_navigation():
             tab.keyboard.press("Enter")  # resuming harms nothing: no question
-        _said_once(tab, "Queue tier.fast resumed")
+        said_once(tab, "Queue tier.fast resumed")
         assert row.locator(".state").inner_text().strip() == "running"
     finally:
         context.close()
@@ -212,12 +171,12 @@ def test_drain_asks_and_the_queues_of_a_drained_worker_say_so(
             pill = tab.locator(f"#queue-{queue.replace('.', chr(92) + '.')} .state .pill")
             assert pill.inner_text() in ("drained", "draining"), queue
             assert "completed" not in (pill.get_attribute("class") or "")
-        _shots(tab, "console-queues-drained")
-        _said_once(tab, f"Worker {node} draining")
+        shots(tab, SHOTS, "console-queues-drained")
+        said_once(tab, f"Worker {node} draining")
         tab.get_by_role("button", name=f"Undrain {node}").focus()
         with tab.expect_navigation():
             tab.keyboard.press("Enter")
-        _said_once(tab, f"Worker {node} undrained")
+        said_once(tab, f"Worker {node} undrained")
         assert tab.locator("#queue-tier\\.fast .state").inner_text().strip() == "running"
 
 
@@ -236,21 +195,21 @@ def test_activate_and_roll_back_ask_say_and_the_button_is_readable(
         assert button.inner_text().startswith("Roll back to v1")
         contrast = button.evaluate(CONTRAST_JS)
         assert contrast >= 4.5, f"roll back button contrast {contrast:.2f}:1"
-        _shots(tab, "console-policy-rollback-button")
+        shots(tab, SHOTS, "console-policy-rollback-button")
         _confirm_with_keyboard(tab, "Roll back to v1", "Yes, roll back to v1")
         assert tab.locator("#active-version").inner_text() == "v1 active"
         assert f"{name} rolled back from v2 to v1" in tab.locator("#flash").inner_text()
-        _shots(tab, "console-flash-rollback")
-        _said_once(tab, "rolled back from v2 to v1")
+        shots(tab, SHOTS, "console-flash-rollback")
+        said_once(tab, "rolled back from v2 to v1")
         tab.get_by_role("button", name="Activate v2").focus()
         with tab.expect_navigation():
             tab.keyboard.press("Enter")
-        _shots(tab, "console-confirm-activate")
+        shots(tab, SHOTS, "console-confirm-activate")
         assert tab.evaluate("document.activeElement.textContent.trim()") == "Yes, activate v2"
         with tab.expect_navigation():
             tab.keyboard.press("Enter")
         assert tab.locator("#active-version").inner_text() == "v2 active"
-        _said_once(tab, f"v2 of {name} is active (was v1)")
+        said_once(tab, f"v2 of {name} is active (was v1)")
     with console.service.client() as client:
         assert client.get(f"/v1/policies/{name}").json()["active_version"] == 2
 
@@ -284,7 +243,7 @@ def test_overview_bars_review_time_oldest_waiting_and_reviewers_pace(
         posted = client.post("/v1/rewards", json={"policy": queue, "items": items})
         assert posted.status_code == 202, posted.text
         job = f"/v1/jobs/{posted.json()['id']}"
-        _until(
+        until(
             lambda: sum(i["state"] == "deferred" for i in client.get(job).json()["items"]) == 7,
             what="seven items waiting for people",
         )
@@ -326,7 +285,7 @@ def test_overview_bars_review_time_oldest_waiting_and_reviewers_pace(
         # Items wait for people: the oldest waiting is theirs, not "none".
         assert tab.locator("#kpi-oldest").inner_text() != "none"
         assert tab.locator("#kpi-oldest-for").text_content() == " (for people)"
-        _shots(tab, "console-overview-people")
+        shots(tab, SHOTS, "console-overview-people")
 
         # The reviewers' pace: answers in the last hour, and per hour while reviewing.
         tab.goto(f"{console.service.base_url}/console/reviewers")
@@ -338,7 +297,7 @@ def test_overview_bars_review_time_oldest_waiting_and_reviewers_pace(
         assert row.locator(".per-hour").inner_text() == f"{pace:.1f}"
         assert row.locator(".per-hour").inner_text() != f"{3 / 24:.2f}"
         assert "gap of more than 15 minutes" in tab.locator("#per-hour-note").inner_text()
-        _shots(tab, "console-reviewers-pace")
+        shots(tab, SHOTS, "console-reviewers-pace")
 
 
 def _keep(client: httpx.Client, response: httpx.Response) -> None:
