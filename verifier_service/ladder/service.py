@@ -19,15 +19,15 @@ from tiers.base import Candidate, Verdict, VerdictStatus
 from tiers.registry import get_tier
 from verifier_service.core.db import utcnow
 from verifier_service.events import service as events
-from verifier_service.ladder import repository
+from verifier_service.ladder import deferred, repository
 from verifier_service.ladder.budgets import BudgetBook
-from verifier_service.ladder.deferred import Closing, DeferredWork, handler_for
+from verifier_service.ladder.deferred import Closing, handler_for
 from verifier_service.ladder.execute import TierRun, execute, item_cache_key, tier_candidate
 from verifier_service.ladder.gating import StepGates
 from verifier_service.ladder.models import JOB_FINISHED, CostLedgerEntry, Item, Job, VerdictRecord
 from verifier_service.ladder.results import Dispatch, LadderResult, chunks
 from verifier_service.ladder.rewards import leaf_reward, trajectory_reward
-from verifier_service.ladder.schemas import Reward, RewardStatus
+from verifier_service.ladder.schemas import Reward
 from verifier_service.ladder.states import (
     FINISHED,
     Decision,
@@ -222,8 +222,8 @@ class LadderPass:
         that tier's config says."""
         pending = [i for i in items if i.state != ItemState.done]
         self._load_verdicts(pending)
-        deferred = [i for i in pending if i.state == ItemState.deferred]
-        closings = self._close_deferred(deferred, cancelled=stop.kind == StopKind.cancelled)
+        held = [i for i in pending if i.state == ItemState.deferred]
+        closings = self._close_deferred(held, cancelled=stop.kind == StopKind.cancelled)
         for item in pending:
             closing = closings.get(item.id)
             if closing is None:
@@ -386,67 +386,13 @@ class LadderPass:
         return self.doc.ladder_for(item.kind)[item.step].tier
 
     def _send_deferred(self) -> None:
-        """Hand the items waiting for deferred tiers over (in this transaction); each gets a
-        pending reward that shows what it waits for."""
         groups, self._deferred = self._deferred, defaultdict(list)
-        if groups:
-            self.session.flush()  # the handler's rows point at these items
-        for (tier, kind, step), items in groups.items():
-            handler = handler_for(tier)
-            assert handler is not None
-            config = dict(self.doc.ladder_for(kind)[step].config)
-            verdicts = {i.id: list(self._records(i)) for i in items}
-            reason = handler.send(
-                self.session, DeferredWork(self.job, tier, step, config, items, verdicts)
-            )
-            parents: set[str] = set()
-            for item in items:
-                if item.parent_id is not None:
-                    parents.add(item.parent_id)
-                if _has_revision(item):
-                    # An operator's retry: the trainer keeps the earlier reward until the new
-                    # one replaces it as its next revision.
-                    continue
-                records = self._records(item)
-                item.reward = Reward(
-                    value=None,
-                    status=RewardStatus.pending,
-                    reason=reason,
-                    fidelity=records[-1].tier if records else None,
-                    provenance=[r.id for r in records],
-                ).model_dump(mode="json")
-            for parent_id in sorted(parents):
-                self._pending_trajectory(parent_id, reason)
-
-    def _pending_trajectory(self, parent_id: str, reason: str) -> None:
-        """A trajectory some of whose steps wait for people has a pending reward (not none)
-        that says so, until its steps' rewards make its own."""
-        parent = self.session.get(Item, parent_id)
-        if parent is None or parent.state == ItemState.done or _has_revision(parent):
-            return
-        parent.reward = Reward(
-            value=None, status=RewardStatus.pending, reason=f"steps {reason}"
-        ).model_dump(mode="json")
+        deferred.send_all(self.session, self.job, self.doc, groups, self._records)
 
     def _close_deferred(
         self, items: Sequence[Item], *, cancelled: bool = False
     ) -> dict[str, Closing]:
-        """Tell deferred tiers their items stop waiting; each one's fallback and whether its
-        work stays open."""
-        by_step: dict[tuple[str, int], list[Item]] = defaultdict(list)
-        for item in items:
-            by_step[(item.kind, item.step)].append(item)
-        fallbacks: dict[str, Closing] = {}
-        for (kind, step), group in by_step.items():
-            ladder_step = self.doc.ladder_for(kind)[step]
-            handler = handler_for(ladder_step.tier)
-            if handler is None:  # a process without the handler: the policy's fallback
-                continue
-            closing = handler.close(
-                self.session, group, dict(ladder_step.config), cancelled=cancelled
-            )
-            fallbacks.update((i.id, closing) for i in group)
-        return fallbacks
+        return deferred.close_all(self.session, self.doc, items, cancelled=cancelled)
 
     # ------------------------------------------------------------------ cost
 
@@ -540,8 +486,3 @@ class LadderPass:
                 job.id, job.principal, job.n_items, job.n_done, status=self.finishes_as
             )
             self.result.events.append(finished)
-
-
-def _has_revision(item: Item) -> bool:
-    """Whether the item has had a finished reward (it is climbing again: an operator's retry)."""
-    return bool((item.reward or {}).get("revision"))
