@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, TypeVar
-from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -32,7 +31,7 @@ router = APIRouter(tags=["console pages"], include_in_schema=False)
 
 TaskId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 TaskQuery = Annotated[str, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
-#: What the pages say they did (a name or an id from the redirect; escaped when shown).
+#: A reviewer's name asked about (`?confirm=pause&reviewer=<name>`; escaped when shown).
 Said = Annotated[str | None, Query(max_length=128)]
 ReviewerField = Annotated[str, Form(min_length=1, max_length=128)]
 
@@ -58,14 +57,13 @@ def gold_page(
     session: SessionDep,
     settings: SettingsDep,
     principal: OperatorPrincipal,
-    added: Said = None,
     confirm: ConfirmQuery = None,
 ) -> HTMLResponse:
     """Gold items with reviewers' record on each (remove one, after `?confirm=remove:<task>`
     asks), and the tasks people were sent that a new gold item can be made from."""
     found = service.gold_page(session)
     return flash.page(renderer, request, settings, "people_gold.html", principal=principal,
-                      page=found, added=added, confirm=confirm,
+                      page=found, confirm=confirm,
                       excerpt=service.excerpt)  # fmt: skip
 
 
@@ -115,9 +113,8 @@ async def add_gold_form(
     except InvalidRequestError as exc:
         found = await _in_transaction(lambda s: service.source(s, task_id))
         return _new_gold(request, settings, principal, found, form, str(tolerance), str(exc))
-    return RedirectResponse(
-        f"/console/people/gold?added={made.task_id}#gold-{made.task_id}", status_code=303
-    )
+    said = f"Gold item {made.task_id[:12]} added: reviewers of its queue will be served it."
+    return flash.redirect(f"/console/people/gold#gold-{made.task_id}", request, settings, said)
 
 
 @router.post("/console/people/gold/{task_id}/remove")
@@ -142,13 +139,12 @@ def _adjudication(
     settings: Settings,
     principal: AuthenticatedPrincipal,
     session: Session,
-    decided: str | None,
     failed: tuple[str, str, Mapping[str, str]] | None = None,
 ) -> HTMLResponse:
     tasks = service.adjudications(session)
-    return renderer.page(request, settings, "people_adjudication.html",
-                         status=422 if failed else 200, principal=principal, tasks=tasks,
-                         decided=decided, failed=failed)  # fmt: skip
+    return flash.page(renderer, request, settings, "people_adjudication.html",
+                      status=422 if failed else 200, principal=principal, tasks=tasks,
+                      failed=failed)  # fmt: skip
 
 
 @router.get("/console/people/adjudication")
@@ -157,11 +153,10 @@ def adjudication_page(
     session: SessionDep,
     settings: SettingsDep,
     principal: OperatorPrincipal,
-    decided: Said = None,
 ) -> HTMLResponse:
     """Tasks whose reviewers disagreed: the item, every answer, the agreement, and a form to
     decide."""
-    return _adjudication(request, settings, principal, session, decided)
+    return _adjudication(request, settings, principal, session)
 
 
 @router.post("/console/people/adjudication/{task_id}", response_model=None)
@@ -179,11 +174,10 @@ async def decide_form(
     except InvalidRequestError as exc:
         failed = (task_id, str(exc), form)
         return await _in_transaction(
-            lambda s: _adjudication(request, settings, principal, s, None, failed)
+            lambda s: _adjudication(request, settings, principal, s, failed)
         )
-    return RedirectResponse(
-        f"/console/people/adjudication?decided={quote(task_id)}", status_code=303
-    )
+    said = f"Task {task_id[:12]} decided: its item is complete."
+    return flash.redirect("/console/people/adjudication", request, settings, said)
 
 
 # --------------------------------------------------------------------------- reviewers
