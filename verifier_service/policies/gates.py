@@ -27,7 +27,8 @@ from typing import Any, Literal
 
 import cel
 
-# The context and its views live in gate_context.py; importers of gates.py keep finding them here.
+# The context and its views live in gate_context.py, what an expression reads of them in
+# gate_reads.py; importers of gates.py keep finding them here.
 from verifier_service.policies.gate_context import FUNCTIONS, CollectionTooLarge, VerdictView
 from verifier_service.policies.gate_context import GateContext as GateContext
 from verifier_service.policies.gate_context import GroupView as GroupView
@@ -38,6 +39,12 @@ from verifier_service.policies.gate_cost import (
     MAX_DOCUMENT_COST,
     GateCostError,
     check_cost,
+)
+from verifier_service.policies.gate_reads import (
+    discrete_reads,
+    named_keys,
+    reads_components,
+    referenced_tiers,
 )
 
 ExpectKind = Literal["bool", "number"]
@@ -68,20 +75,6 @@ _CEL_TYPE_NAMES = frozenset(
 _COMPREHENSION_VAR = re.compile(
     r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,"
 )
-_TIER_INDEX = re.compile(r"""\bverdicts\s*\[\s*(?:'([^'\\]*)'|"([^"\\]*)")\s*\]""")
-_TIER_FIELD = re.compile(r"\bverdicts\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)\b(?!\s*\()")
-_TIER_IN = re.compile(r"""(?:'([^'\\]*)'|"([^"\\]*)")\s+in\s+verdicts\b""")
-_VERDICTS_TOKEN = re.compile(r"\bverdicts\b")
-_TIER_SCALAR = re.compile(
-    r"""\bverdicts\s*(?:\[\s*(?:'[^'\\]*'|"[^"\\]*")\s*\]|\.\s*[A-Za-z_][A-Za-z0-9_]*)"""
-    r"\s*\.\s*(?:status|score|uncertainty|has_score|has_uncertainty)\b"
-)
-_TIER_DISCRETE = re.compile(
-    r"""\bverdicts\s*\[\s*(?:'([^'\\]*)'|"([^"\\]*)")\s*\]"""
-    r"\s*\.\s*(status|has_score|has_uncertainty)\b"
-)
-_STRING_LITERAL = re.compile(r"""'([^'\\]*)'|"([^"\\]*)\"""")
-_FIELD_AFTER = re.compile(r"\b(?:components|metadata)\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
 
 
 class GateCompileError(ValueError):
@@ -107,57 +100,6 @@ ALLOWED_FUNCTIONS = _CEL_FUNCTIONS | frozenset(FUNCTIONS)
 
 
 # --------------------------------------------------------------------------- compile
-
-
-def _literal(match: re.Match[str]) -> str:
-    return match.group(1) if match.group(1) is not None else match.group(2)
-
-
-def reads_components(expr: str) -> bool:
-    """Whether an expression may read a verdict's components: false only when every use of
-    ``verdicts`` is a key test (``'x' in verdicts``) or names a tier and then one of its
-    scalar fields (``verdicts['x'].status``), so converting components would be wasted."""
-    if "components" in expr:
-        return True
-    return not _every_use_is(expr, _TIER_SCALAR.finditer(expr))
-
-
-def _every_use_is(expr: str, reads: Iterable[re.Match[str]]) -> bool:
-    """Whether every ``verdicts`` in the expression is the start of one of `reads` (matches
-    that begin with it) or the end of a key test (``'x' in verdicts``). Compared by position:
-    ``'x' in verdicts['y'].status`` is both kinds of use, and must not count twice."""
-    uses = {m.start() for m in _VERDICTS_TOKEN.finditer(expr)}
-    known = {m.start() for m in reads}
-    known |= {m.end() - len("verdicts") for m in _TIER_IN.finditer(expr)}
-    return known == uses
-
-
-def discrete_reads(expr: str) -> tuple[tuple[str, str], ...] | None:
-    """What an expression that reads only ``verdicts`` reads of them, when that is a few values
-    of a few kinds: (tier, field) for each ``verdicts['x'].status`` (or ``has_score``,
-    ``has_uncertainty``), (tier, "") for each ``'x' in verdicts``. None when any use of
-    ``verdicts`` is something else (a score, components, a comprehension): its value may then
-    differ for every item."""
-    fields = list(_TIER_DISCRETE.finditer(expr))
-    reads = {(_literal(m), m.group(3)) for m in fields}
-    reads |= {(_literal(m), "") for m in _TIER_IN.finditer(expr)}
-    if not reads or not _every_use_is(expr, fields):
-        return None
-    return tuple(sorted(reads))
-
-
-def referenced_tiers(expr: str) -> tuple[frozenset[str], bool]:
-    """Tier names an expression names literally, and whether every use of ``verdicts`` does."""
-    names: set[str] = set()
-    literal_uses = 0
-    for pattern in (_TIER_INDEX, _TIER_FIELD):
-        for m in pattern.finditer(expr):
-            names.add(_literal(m) if pattern is _TIER_INDEX else m.group(1))
-            literal_uses += 1
-    for m in _TIER_IN.finditer(expr):
-        names.add(_literal(m))
-    all_literal = literal_uses == len(_VERDICTS_TOKEN.findall(expr))
-    return frozenset(names), all_literal
 
 
 _UNKNOWN = object()
@@ -320,8 +262,7 @@ def compile_expr(expr: str, *, expect: ExpectKind) -> CompiledExpr:
 def _sample_contexts(
     expr: str, tiers: Sequence[str], kind: str, metadata_value: Any
 ) -> list[GateContext]:
-    literals = {_literal(m) for m in _STRING_LITERAL.finditer(expr)}
-    literals |= set(_FIELD_AFTER.findall(expr))
+    literals = named_keys(expr)
     components = dict.fromkeys(literals, 0.5)
     metadata = dict.fromkeys(literals, metadata_value)
     shapes = [
