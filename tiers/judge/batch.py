@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import Any, TypeVar
@@ -17,6 +17,7 @@ import httpx
 from tiers.base import Candidate, Cost, Verdict, VerdictStatus, batch_deadline, stable_json
 from tiers.judge import monitor
 from tiers.judge.client import EndpointCaller
+from tiers.judge.recorded import note
 from tiers.judge.settings import JudgeSettings
 
 T = TypeVar("T")
@@ -63,11 +64,14 @@ def error_verdict(
     reason: str,
     message: str,
     components: dict[str, float] | None = None,
+    models: Iterable[str | None] = (),
 ) -> Verdict:
+    """An error verdict; its feedback ends with the judge_model line (the bare marker when no
+    model answered), so nothing the message quotes can pose as the tier's own last line."""
     return Verdict(
         status=VerdictStatus.error,
         reason=reason,
-        feedback=message,
+        feedback=note(message, models),
         components=components or {},
         tier=tier,
         tier_version=version,

@@ -134,8 +134,9 @@ class JudgeLlmTier:
         """The verdict of an answer, with the monitor's components and feedback."""
         components = watched | answer.components
         if answer.unparseable is not None or answer.score is None:
-            message = note(answer.unparseable or "", answer.models)
-            return self._error("judge_unparseable", message, None, components)
+            return self._error(
+                "judge_unparseable", answer.unparseable or "", None, components, answer.models
+            )
         notes = ["judge: " + "; ".join(answer.notes)] if answer.notes else []
         if flagged:
             notes.append(flagged)
@@ -156,7 +157,8 @@ class JudgeLlmTier:
         message: str,
         item: Candidate | None = None,
         components: dict[str, float] | None = None,
+        models: Sequence[str] = (),
     ) -> Verdict:
         if components is None and item is not None:
             components = watch(candidate_text(item))[0]
-        return error_verdict(self.name, self.version, reason, message, components)
+        return error_verdict(self.name, self.version, reason, message, components, models)

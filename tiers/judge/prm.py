@@ -205,8 +205,8 @@ class JudgePrmTier:
     ) -> Verdict:
         components = watched | answer.components
         if answer.unparseable is not None or answer.score is None:
-            message = note(f"{what}: {answer.unparseable}", answer.models)
-            return self._error("judge_unparseable", message, components)
+            message = f"{what}: {answer.unparseable}"
+            return self._error("judge_unparseable", message, components, answer.models)
         notes = [f"judge, {what}: " + "; ".join(answer.notes)]
         if flagged:
             notes.append(flagged)
@@ -243,9 +243,8 @@ class JudgePrmTier:
                 verdict.feedback = f"step {number} of {len(steps)}: {verdict.feedback}"
                 return verdict
             if result.unparseable is not None or result.score is None:
-                message = note(f"step {number} of {len(steps)}: {result.unparseable}",
-                               result.models)  # fmt: skip
-                return self._error("judge_unparseable", message, components)
+                message = f"step {number} of {len(steps)}: {result.unparseable}"
+                return self._error("judge_unparseable", message, components, result.models)
         answers = [r for r in results if isinstance(r, Answer)]
         scores = [a.score for a in answers if a.score is not None]
         for number, score in enumerate(scores, start=1):
@@ -288,6 +287,10 @@ class JudgePrmTier:
         return self._error("internal_error", f"{type(exc).__name__}: {exc}", components)
 
     def _error(
-        self, reason: str, message: str, components: dict[str, float] | None = None
+        self,
+        reason: str,
+        message: str,
+        components: dict[str, float] | None = None,
+        models: Sequence[str] = (),
     ) -> Verdict:
-        return error_verdict(self.name, self.version, reason, message, components)
+        return error_verdict(self.name, self.version, reason, message, components, models)

@@ -298,8 +298,11 @@ class JudgeRankTier:
                 scores, notes, extra, calls = await self._pairwise(caller, cfg, members)
         except EndpointError as exc:
             return [self._error(exc.reason, str(exc), self._watch(m)[0]) for m in members]
-        except Unreadable as exc:
-            return [self._error("judge_unparseable", str(exc), self._watch(m)[0]) for m in members]
+        except Unreadable as exc:  # the judge answered: its models are recorded
+            return [
+                self._error("judge_unparseable", str(exc), self._watch(m)[0], exc.models)
+                for m in members
+            ]
         usage = self._usage(caller, calls, n)
         out = []
         for i, member in enumerate(members):
@@ -339,7 +342,9 @@ class JudgeRankTier:
                     place[member] = read[shown_at]
                 places.append(place)
         if not places:
-            raise Unreadable(f"no ranking of {n} labels in either reply: {calls[0].text[:160]!r}")
+            raise Unreadable(
+                f"no ranking of {n} labels in either reply: {calls[0].text[:160]!r}", calls
+            )
         mean = [sum(p[i] for p in places) / len(places) for i in range(n)]
         scores = [1.0 - m / (n - 1) for m in mean]
         gap = [float(abs(places[0][i] - places[-1][i])) for i in range(n)]
@@ -379,7 +384,8 @@ class JudgeRankTier:
         if read < len(asked):
             raise Unreadable(
                 f"{len(asked) - read} of {len(asked)} comparisons unreadable; e.g. "
-                f"{next(c.text for c in calls if read_better(c.text) is None)[:160]!r}"
+                f"{next(c.text for c in calls if read_better(c.text) is None)[:160]!r}",
+                calls,
             )
         total = 2 * (n - 1)
         scores = [w / total for w in wins]
@@ -398,10 +404,18 @@ class JudgeRankTier:
         return watch(self._text(member))
 
     def _error(
-        self, reason: str, message: str, components: dict[str, float] | None = None
+        self,
+        reason: str,
+        message: str,
+        components: dict[str, float] | None = None,
+        models: Sequence[str] = (),
     ) -> Verdict:
-        return error_verdict(self.name, self.version, reason, message, components)
+        return error_verdict(self.name, self.version, reason, message, components, models)
 
 
 class Unreadable(ValueError):
-    """The judge's replies held no ranking."""
+    """The judge's replies held no ranking; `models` are the models that replied."""
+
+    def __init__(self, message: str, calls: Sequence[Completion]) -> None:
+        super().__init__(message)
+        self.models = list(dict.fromkeys(c.model for c in calls))

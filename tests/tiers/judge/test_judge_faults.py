@@ -190,6 +190,7 @@ def test_a_missing_endpoint_at_run_time_is_an_error_naming_it(stub: JudgeStub) -
     assert verdict.reason == "endpoint_not_configured"
     assert verdict.feedback == (
         "judge endpoint 'gone' is not configured in this worker (configured: local)"
+        "\njudge_model:"  # no model answered: the tier's own last line says so
     )
 
 
