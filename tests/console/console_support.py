@@ -119,3 +119,23 @@ def shots(tab: Any, folder: Path, name: str, *, fits_390: bool = False) -> None:
     if fits_390:
         assert tab.evaluate("document.documentElement.scrollWidth") <= 390, name
     tab.set_viewport_size({"width": 1440, "height": 900})
+
+
+def scrolls_sideways(tab: Any, selector: str) -> list[str]:
+    """The page, and each element `selector` finds with its card (`.card-panel`) around it,
+    that is wider than its box (scrollWidth > clientWidth): they would scroll sideways."""
+    return list(
+        tab.evaluate(
+            """(selector) => {
+              const found = [document.documentElement];
+              for (const e of document.querySelectorAll(selector)) {
+                found.push(e);
+                const card = e.closest('.card-panel');
+                if (card) found.push(card);
+              }
+              return found.filter(e => e.scrollWidth > e.clientWidth)
+                .map(e => e.id || e.getAttribute('aria-labelledby') || e.tagName);
+            }""",
+            selector,
+        )
+    )

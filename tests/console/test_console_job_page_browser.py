@@ -5,16 +5,19 @@ filter. A service of this module's own: the console's shared one counts its jobs
 
 from __future__ import annotations
 
+import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from console_support import OPERATOR_PASSWORD, Console, operator_tab
+from console_support import OPERATOR_PASSWORD, Console, operator_tab, scrolls_sideways
 from support import private_backends, start_service
 
 SCHEMA = {"type": "object", "required": ["tool"], "properties": {"tool": {"type": "string"}}}
+SHOTS = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tempfile.mkdtemp(prefix="cjob-shots-"))
 RUBRIC = {"dimensions": [{"name": "ok", "type": "score", "min": 1, "max": 2}]}
 
 
@@ -52,9 +55,7 @@ def _shots(tab: Any, folder: Path, name: str) -> None:
     tab.screenshot(path=str(folder / f"{name}-390.png"), full_page=True)
 
 
-def test_a_trajectory_row_shows_its_steps_rewards_and_cost(
-    console: Console, browser: Any, tmp_path: Path
-) -> None:
+def test_a_trajectory_row_shows_its_steps_rewards_and_cost(console: Console, browser: Any) -> None:
     name = f"traj-{uuid.uuid4().hex[:6]}"
     _policy(console, name, {"json": [{"tier": "schema", "config": {"schema": SCHEMA}}]})
     marker = uuid.uuid4().hex
@@ -94,12 +95,17 @@ def test_a_trajectory_row_shows_its_steps_rewards_and_cost(
         assert sum(costs) == paths["job"]["cost_units"]  # the rows add up to the job's cost
         shown = tab.locator("#items td.item-cost").all_inner_texts()
         assert shown == [f"{c:.3f}" for c in costs]
-        _shots(tab, tmp_path, "console-job-trajectory")
+        _shots(tab, SHOTS, "console-job-trajectory")
+        # At 390 px (where _shots leaves it) a row is a card: nothing scrolls sideways, neither
+        # the items' table in its card nor the page, and each value says its column.
+        assert tab.evaluate("window.innerWidth") == 390
+        assert scrolls_sideways(tab, "#items") == []
+        cost = row.locator("td.item-cost")
+        label = cost.evaluate("td => getComputedStyle(td, '::before').content")
+        assert label == '"Cost units"'
 
 
-def test_a_cancelled_job_says_so_and_is_found_by_its_status(
-    console: Console, browser: Any, tmp_path: Path
-) -> None:
+def test_a_cancelled_job_says_so_and_is_found_by_its_status(console: Console, browser: Any) -> None:
     name = f"people-{uuid.uuid4().hex[:6]}"
     human = {"tier": "human", "config": {"queue": name, "rubric": RUBRIC}}
     _policy(console, name, {"text": [human]})
@@ -118,7 +124,7 @@ def test_a_cancelled_job_says_so_and_is_found_by_its_status(
         assert tab.locator("#job-status").inner_text() == "cancelled"
         reason = tab.locator("#items tbody tr .reason").inner_text()
         assert reason.startswith(f"cancelled: by operator {console.operator}")
-        _shots(tab, tmp_path, "console-job-cancelled")
+        _shots(tab, SHOTS, "console-job-cancelled")
         tab.goto(f"{console.service.base_url}/console/jobs?policy={name}")
         tab.get_by_label("Status").select_option("cancelled")
         with tab.expect_navigation():

@@ -235,6 +235,9 @@ def test_pause_a_reviewer_then_her_next_claim_is_refused(people: People, page: A
     assert refused.status_code == 403, refused.text
     assert refused.json()["error"] == "reviewer_paused"
     _shots(page, "console-people-reviewers")
+    field = page.get_by_label("Reviewer's name").bounding_box()  # at 1280 px: a name's width
+    assert field is not None
+    assert 150 <= field["width"] <= 320
     with page.expect_navigation():  # resuming harms nothing: no question
         row.get_by_role("button", name=f"Resume {ann}").click()
     assert "active" in row.locator("td.state").inner_text()
