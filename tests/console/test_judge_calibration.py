@@ -2,8 +2,10 @@
 qa-judge policy go from the answer match to `judge.llm` (the FAULT-INJECTION STUB of the OpenAI
 protocol, tests/tiers/judge/judge_stub.py, run as a process, answering each item with a label
 this test chose) and, the judge being unsure, to people, who answer over the review API with
-scores this test chose. The calibration JSON and page then say what a hand computation on
-those two lists of scores says: agreement, Spearman, confusion, by day."""
+scores this test chose. Two more policies send every item from `judge.prm` (a step's label)
+and from `judge.rank` (a GRPO group's order, the same in both orders) to people. The
+calibration JSON and page then say what a hand computation on those lists of scores says:
+agreement, Spearman, confusion, by day, one judge per tier."""
 
 from __future__ import annotations
 
@@ -38,6 +40,40 @@ CASES = [
     ("correct", 0.2),  # the judge good, people bad
     ("partially_correct", 0.0),  # the judge good at 0.5, people bad
 ]
+#: judge.prm: per one-step text, the judge's label and people's score.
+PRM_CASES = [("good", 1.0), ("bad", 1.0), ("neutral", 0.0), ("good", 0.0)]
+PRM_SCORE = {"good": 1.0, "neutral": 0.5, "bad": 0.0}
+#: judge.rank: one group of four, ranked a > b > c > d in both orders (places 1..4: scores 1,
+#: 2/3, 1/3, 0), and people's scores of a, b, c, d.
+RANK_PEOPLE = [1.0, 0.0, 1.0, 0.0]
+RANK_SCORES = [1.0, 2 / 3, 1 / 3, 0.0]
+PEOPLE: dict[str, Any] = {
+    "tier": "human",
+    "config": {
+        "rubric": {"dimensions": [{"name": "correct", "type": "score", "min": 0, "max": 1}]},
+        "overlap": 1,
+    },
+}
+PRM_POLICY = {
+    "name": "cal-prm",
+    "ladders": {"text": [
+        {"tier": "judge.prm", "config": {"endpoint": "judge", "rubric": {
+            "criteria": "Is this step right?",
+            "labels": {"values": ["good", "neutral", "bad"], "passing": ["good", "neutral"],
+                       "scores": {"neutral": 0.5}},
+        }}},
+        {**PEOPLE, "gate": "'judge.prm' in verdicts",
+         "config": {**PEOPLE["config"], "queue": "cal-prm"}},
+    ]},
+}  # fmt: skip
+RANK_POLICY = {
+    "name": "cal-rank",
+    "ladders": {"text": [
+        {"tier": "judge.rank", "config": {"endpoint": "judge", "criteria": "Which is right?"}},
+        {**PEOPLE, "gate": "'judge.rank' in verdicts",
+         "config": {**PEOPLE["config"], "queue": "cal-rank"}},
+    ]},
+}  # fmt: skip
 
 
 def _start_stub() -> tuple[subprocess.Popen[bytes], str]:
@@ -69,6 +105,16 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         {"match": f"case-{tag}-{i}\\b", "content": _reply(label, 0.5)}
         for i, (label, _) in enumerate(CASES)
     ]
+    rules += [
+        {"match": f"prm-{tag}-{i}\\b", "content": _reply(label, 0.9)}
+        for i, (label, _) in enumerate(PRM_CASES)
+    ]
+    ranked = {"a": "ABCD", "d": "DCBA"}  # shown a..d, or d..a (the swap): a first each time
+    rules += [
+        {"match": f"rank-{tag}-{first}[\\s\\S]*rank-{tag}-{last}",
+         "content": json.dumps({"ranking": list(ranked[first]), "reasoning": "as planned"})}
+        for first, last in (("a", "d"), ("d", "a"))
+    ]  # fmt: skip
     plan = {"plan": [], "rules": rules, "default": {"content": _reply("correct", 0.95)}}
     httpx.post(f"{base}/stub/plan", json=plan, timeout=5).raise_for_status()
     endpoints = {"judge": {"url": f"{base}/v1", "model": "stub-judge-7b"}}
@@ -101,38 +147,64 @@ def _run(service: Service, tag: str) -> dict[str, Any]:
          "metadata": {"question": "What is the capital of France?"}}
         for t in [*texts, sure]
     ]  # fmt: skip
+    prm_texts = [f"So the answer is 4, prm-{tag}-{i}." for i in range(len(PRM_CASES))]
+    rank_texts = [f"Paris, rank-{tag}-{m}." for m in "abcd"]
     people = {t: score for t, (_, score) in zip(texts, CASES, strict=True)}
+    people |= {t: score for t, (_, score) in zip(prm_texts, PRM_CASES, strict=True)}
+    people |= dict(zip(rank_texts, RANK_PEOPLE, strict=True))
+    jobs = {
+        "qa-judge": items,
+        "cal-prm": [{"kind": "text", "payload": {"text": t}} for t in prm_texts],
+        "cal-rank": [
+            {"kind": "text", "payload": {"text": t}, "metadata": {"group": f"g-{tag}"}}
+            for t in rank_texts
+        ],
+    }
     reviewer_key = service.create_key(f"rv-{tag}", "reviewer")
     with service.client(timeout=60) as trainer, service.client(api_key=reviewer_key) as reviewer:
-        created = trainer.post(
-            "/v1/rewards", json={"policy": "qa-judge", "items": items, "wait_s": 0}
-        )
-        assert created.status_code == 202, created.text
-        location = created.headers["location"]
-        answered = 0
-        deadline = time.monotonic() + 90
-        while answered < len(CASES):
-            assert time.monotonic() < deadline, trainer.get(location).text
-            lease = reviewer.post("/v1/review/queues/qa-answers/next")
-            if lease.status_code in (204, 404):  # no task (or no queue) yet: the judge is at it
-                time.sleep(0.3)
-                continue
-            assert lease.status_code == 200, lease.text
-            view = lease.json()
-            score = people[view["task"]["payload"]["text"]]
-            submitted = reviewer.post(
-                f"/v1/review/leases/{view['lease_id']}/submit",
-                json={"values": {"correct": score}},
-                headers={"Idempotency-Key": uuid.uuid4().hex},
+        for document in (PRM_POLICY, RANK_POLICY):
+            created = trainer.post("/v1/policies", json={"document": document})
+            assert created.status_code == 201, created.text
+        locations: dict[str, str] = {}
+        for policy, posted in jobs.items():
+            created = trainer.post(
+                "/v1/rewards", json={"policy": policy, "items": posted, "wait_s": 0}
             )
-            assert submitted.status_code == 204, submitted.text
-            answered += 1
-        job = trainer.get(location).json()
-        while job["status"] != "completed" and time.monotonic() < deadline:
-            time.sleep(0.2)
+            assert created.status_code == 202, created.text
+            locations[policy] = created.headers["location"]
+        answered = 0
+        deadline = time.monotonic() + 120
+        queues = ["qa-answers", "cal-prm", "cal-rank"]
+        while answered < len(people):
+            assert time.monotonic() < deadline, [trainer.get(u).text for u in locations.values()]
+            leased = 0
+            for queue in queues:
+                lease = reviewer.post(f"/v1/review/queues/{queue}/next")
+                if lease.status_code in (204, 404):  # no task (or no queue) yet
+                    continue
+                assert lease.status_code == 200, lease.text
+                view = lease.json()
+                score = people[view["task"]["payload"]["text"]]
+                submitted = reviewer.post(
+                    f"/v1/review/leases/{view['lease_id']}/submit",
+                    json={"values": {"correct": score}},
+                    headers={"Idempotency-Key": uuid.uuid4().hex},
+                )
+                assert submitted.status_code == 204, submitted.text
+                answered += 1
+                leased += 1
+            if not leased:  # the judge is at it
+                time.sleep(0.3)
+        done = {}
+        for policy, location in locations.items():
             job = trainer.get(location).json()
-    assert job["status"] == "completed", job
-    return {"service": service, "operator": operator, "job": job, "texts": texts}
+            while job["status"] != "completed" and time.monotonic() < deadline:
+                time.sleep(0.2)
+                job = trainer.get(location).json()
+            assert job["status"] == "completed", job
+            done[policy] = job
+    return {"service": service, "operator": operator, "job": done["qa-judge"], "jobs": done,
+            "texts": texts}  # fmt: skip
 
 
 def _calibration(service: Service, **params: Any) -> dict[str, Any]:
@@ -143,14 +215,18 @@ def _calibration(service: Service, **params: Any) -> dict[str, Any]:
     return body
 
 
-def _hand(cut: float) -> dict[str, Any]:
-    """The figures computed by hand from CASES."""
-    judge = [LABEL_SCORE[label] for label, _ in CASES]
-    people = [score for _, score in CASES]
+def _hand(
+    cut: float,
+    judge: list[float] | None = None,
+    people: list[float] | None = None,
+) -> dict[str, Any]:
+    """The figures computed by hand from two lists of scores (by default CASES')."""
+    judge = judge if judge is not None else [LABEL_SCORE[label] for label, _ in CASES]
+    people = people if people is not None else [score for _, score in CASES]
     good = [(j >= cut, p >= cut) for j, p in zip(judge, people, strict=True)]
     return {
-        "pairs": len(CASES),
-        "agreement": sum(1 for a, b in good if a == b) / len(CASES),
+        "pairs": len(people),
+        "agreement": sum(1 for a, b in good if a == b) / len(people),
         "spearman": spearmanr(judge, people).statistic,
         "confusion": {
             "both_good": good.count((True, True)),
@@ -161,8 +237,8 @@ def _hand(cut: float) -> dict[str, Any]:
     }
 
 
-def _judge(body: dict[str, Any]) -> dict[str, Any]:
-    found: list[dict[str, Any]] = [j for j in body["judges"] if j["policy"] == "qa-judge"]
+def _judge(body: dict[str, Any], policy: str = "qa-judge") -> dict[str, Any]:
+    found: list[dict[str, Any]] = [j for j in body["judges"] if j["policy"] == policy]
     assert len(found) == 1, body["judges"]
     return found[0]
 
@@ -177,6 +253,7 @@ def test_the_judge_calibration_is_the_hand_computation(judged: dict[str, Any]) -
         assert verdicts["human"]["score"] == pytest.approx(score)
     judge = _judge(_calibration(judged["service"]))
     hand = _hand(0.5)
+    assert judge["tier"] == "judge.llm"
     assert (judge["endpoint"], judge["model"], judge["version"]) == ("judge", "stub-judge-7b", 1)
     assert (judge["judge_step"], judge["human_step"], judge["threshold"]) == (1, 2, 0.5)
     assert judge["pairs"] == hand["pairs"]  # the item the judge was sure of is not there
@@ -208,6 +285,35 @@ def test_a_stricter_threshold_is_a_new_confusion(judged: dict[str, Any]) -> None
     }  # fmt: skip
 
 
+def test_the_prm_and_rank_judges_are_the_hand_computation(judged: dict[str, Any]) -> None:
+    jobs = judged["jobs"]
+    prm = [item["verdicts"][0]["score"] for item in jobs["cal-prm"]["items"]]
+    assert prm == [PRM_SCORE[label] for label, _ in PRM_CASES]  # the stub answered as planned
+    rank = [item["verdicts"][0]["score"] for item in jobs["cal-rank"]["items"]]
+    assert rank == pytest.approx(RANK_SCORES)
+    body = _calibration(judged["service"])
+    step = _judge(body, "cal-prm")
+    hand = _hand(0.5, prm, [score for _, score in PRM_CASES])
+    assert (step["tier"], step["model"], step["judge_step"], step["human_step"]) == (
+        "judge.prm", "stub-judge-7b", 0, 1
+    )  # fmt: skip
+    assert (step["pairs"], step["threshold"]) == (4, 0.5)
+    assert step["agreement"] == pytest.approx(hand["agreement"]) == pytest.approx(1 / 4)
+    assert step["spearman"] == pytest.approx(hand["spearman"], abs=1e-9)
+    assert step["confusion"] == hand["confusion"] == {
+        "both_good": 1, "judge_good_people_bad": 2, "judge_bad_people_good": 1, "both_bad": 0,
+    }  # fmt: skip
+    group = _judge(body, "cal-rank")
+    hand = _hand(0.5, RANK_SCORES, RANK_PEOPLE)
+    assert (group["tier"], group["model"], group["pairs"]) == ("judge.rank", "stub-judge-7b", 4)
+    assert group["agreement"] == pytest.approx(hand["agreement"]) == pytest.approx(1 / 2)
+    assert group["spearman"] == pytest.approx(hand["spearman"], abs=1e-9)
+    assert group["confusion"] == hand["confusion"] == {
+        "both_good": 1, "judge_good_people_bad": 1, "judge_bad_people_good": 1, "both_bad": 1,
+    }  # fmt: skip
+    assert [d["pairs"] for d in group["days"] if d["pairs"]] == [4]
+
+
 def _shot(page: Any, name: str, tmp_path: Path) -> None:
     # Copied to docs/img/ by hand when the page changes (VERIFIER_SCREENSHOTS=docs/img).
     folder = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tmp_path)
@@ -235,6 +341,15 @@ def test_the_page_shows_the_judge_against_people(
         section = page.locator("section.judge[data-policy='qa-judge'][data-endpoint='judge']")
         heading = section.locator("h3").inner_text()
         assert "judge (stub-judge-7b)" in heading
+        assert section.get_attribute("data-tier") == "judge.llm"
+        assert section.get_attribute("data-model") == "stub-judge-7b"
+        # One row per judge tier, each saying which tier it is.
+        for tier, pairs in (("judge.prm", "4"), ("judge.rank", "4")):
+            row = page.locator(f"section.judge[data-tier='{tier}'][data-model='stub-judge-7b']")
+            assert row.locator(".judge-tier").inner_text() == tier
+            assert row.locator(".judge-pairs").inner_text() == pairs
+        rank = page.locator("section.judge[data-tier='judge.rank']")
+        assert "relative to its group" in rank.locator(".reason").first.inner_text()
         assert "qa-judge v1 templates" in heading
         assert section.locator(".judge-pairs").inner_text() == "9"
         assert section.locator(".judge-agreement").inner_text() == "55.6%"

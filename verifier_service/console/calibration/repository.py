@@ -58,14 +58,19 @@ def climbed_pairs(
     return [(h, lo, comp or {}, up, bool(audit), at) for h, lo, comp, up, audit, at in rows]
 
 
+#: The model judges compared with people: a rubric score, a process (step) score, a place in a
+#: GRPO group; each verdict's score is 0..1 as people's is.
+JUDGE_TIERS = ("judge.llm", "judge.prm", "judge.rank")
+
+
 def judged_by_people(
     session: Session, *, since: datetime
-) -> list[tuple[str, int, str, int, int, float, float, datetime, str]]:
-    """Items that a model judge (`judge.llm`) scored and people (`human`, a later step) then
-    scored, people's verdict stored since `since`: (policy, version, kind, judge step, human
-    step, judge score, people's score, when people's verdict was stored, the judge verdict's
-    feedback: its last line names the model that judged). Verdicts without a score (errors,
-    pending) are left out."""
+) -> list[tuple[str, int, str, str, int, int, float, float, datetime, str]]:
+    """Items that a model judge (a tier of JUDGE_TIERS) scored and people (`human`, a later
+    step) then scored, people's verdict stored since `since`: (policy, version, kind, judge
+    tier, judge step, human step, judge score, people's score, when people's verdict was
+    stored, the judge verdict's feedback: its last line names the model that judged). Verdicts
+    without a score (errors, pending) are left out."""
     judge = aliased(VerdictRecord)
     people = aliased(VerdictRecord)
     rows = session.execute(
@@ -73,6 +78,7 @@ def judged_by_people(
             Job.policy_name,
             Job.policy_version,
             Item.kind,
+            judge.tier,
             judge.step,
             people.step,
             judge.score,
@@ -81,7 +87,7 @@ def judged_by_people(
             judge.feedback,
         )
         .join(Job, Job.id == Item.job_id)
-        .join(judge, and_(judge.item_id == Item.id, judge.tier == "judge.llm"))
+        .join(judge, and_(judge.item_id == Item.id, judge.tier.in_(JUDGE_TIERS)))
         .join(
             people,
             and_(people.item_id == Item.id, people.tier == "human", people.step > judge.step),
@@ -94,7 +100,7 @@ def judged_by_people(
         .order_by(people.created_at)
     )
     return [
-        (name, int(version), kind, int(js), int(hs), float(j), float(h), at, feedback or "")
-        for name, version, kind, js, hs, j, h, at, feedback in rows
+        (name, int(version), kind, tier, int(js), int(hs), float(j), float(h), at, fb or "")
+        for name, version, kind, tier, js, hs, j, h, at, fb in rows
         if j is not None and h is not None
     ]

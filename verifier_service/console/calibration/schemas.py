@@ -79,12 +79,17 @@ class JudgeDay(BaseModel):
 
 
 class JudgeCalibration(BaseModel):
-    """How a model judge (an endpoint's model under a policy version's templates) agrees
-    with people on the items that went from it to people."""
+    """How a model judge (a judge tier, an endpoint's model under a policy version's
+    templates) agrees with people on the items that went from it to people."""
 
     policy: str
     version: int = Field(description="The policy version: the judge's template version.")
     kind: str
+    tier: str = Field(
+        description="The judge tier: `judge.llm` (a rubric score), `judge.prm` (a step's "
+        "process score, or a chain's combined one) or `judge.rank` (a place in its GRPO "
+        "group: relative to the group, not an absolute grade)."
+    )
     judge_step: int
     human_step: int
     endpoint: str

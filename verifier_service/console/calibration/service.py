@@ -13,14 +13,18 @@ tiers can be compared without bias:
   threshold: who was let through wrongly, who was held back wrongly;
 - both again per stretch of time, so a drift shows.
 
-A model judge (`judge.llm`) whose items then went to people (`human`, a later step) is
-compared with people the same way, per judge (the step's endpoint, its model, the policy
-version that holds the templates; the model is the one each verdict recorded, `judge_model` on
-its feedback's last line, else, for verdicts stored before models were recorded, the model the
-endpoint is configured with now): agreement (both sides on the same side of the threshold),
+A model judge (`judge.llm`, `judge.prm`, `judge.rank`) whose items then went to people
+(`human`, a later step) is compared with people the same way, on each verdict's score (a
+rubric's, a step's process score, a member's place in its group: all 0..1, as people's), per
+judge (the tier, the step's endpoint, its model, the policy version that holds the templates;
+the model is the one each verdict recorded, `judge_model` on its feedback's last line, else,
+for verdicts stored before models were recorded, the model the endpoint is configured with
+now): agreement (both sides on the same side of the threshold),
 Spearman's rho of the judge's score against people's, the confusion of the two, per UTC day.
 Those items are the ones the gate sent to people (the judge unsure, a flagged candidate, an
-audit draw), not a random sample: the figures say how the judge does where it was sent up.
+audit draw), not a random sample: the figures say how the judge does where it was sent up. A
+`judge.rank` score is a place in a group, not a grade (a group of weak answers still has a
+first), so its disagreement with people says how often a group's order is not people's good.
 """
 
 from __future__ import annotations
@@ -188,9 +192,9 @@ def judge_calibration(
 ) -> list[JudgeCalibration]:
     """Per model judge, its scores against people's on the items people scored since `since`.
 
-    A judge is the step's endpoint and the model that judged: the one its verdicts recorded,
-    else (older verdicts) `models[endpoint]`, so a new model behind the same endpoint name is a
-    judge of its own."""
+    A judge is the tier, the step's endpoint and the model that judged: the one its verdicts
+    recorded, else (older verdicts) `models[endpoint]`, so a new model behind the same endpoint
+    name is a judge of its own."""
     ladders: dict[tuple[str, int, str], list[LadderStep]] = {}
 
     def ladder_of(name: str, version: int, kind: str) -> list[LadderStep]:
@@ -199,22 +203,22 @@ def judge_calibration(
             ladders[(name, version, kind)] = document.ladder_for(kind)
         return ladders[(name, version, kind)]
 
-    grouped: dict[tuple[str, int, str, int, int, str], list[Pair]] = {}
-    for name, version, kind, js, hs, judge, people, at, feedback in repository.judged_by_people(
-        session, since=since
-    ):
+    grouped: dict[tuple[str, int, str, str, int, int, str], list[Pair]] = {}
+    for row in repository.judged_by_people(session, since=since):
+        name, version, kind, tier, js, hs, judge, people, at, feedback = row
         ladder = ladder_of(name, version, kind)
         endpoint = str(ladder[js].config.get("endpoint", "")) if js < len(ladder) else ""
         model = judge_model(feedback) or models.get(endpoint) or ""
-        grouped.setdefault((name, version, kind, js, hs, model), []).append((judge, people, at))
+        key = (name, version, kind, tier, js, hs, model)
+        grouped.setdefault(key, []).append((judge, people, at))
     out = []
-    for (name, version, kind, js, hs, model), pairs in sorted(grouped.items()):
+    for (name, version, kind, tier, js, hs, model), pairs in sorted(grouped.items()):
         ladder = ladder_of(name, version, kind)
         judge_step = ladder[js] if js < len(ladder) else None
         human_step = ladder[hs] if hs < len(ladder) else None
         gate = human_step.gate if human_step is not None else ""
         endpoint = str(judge_step.config.get("endpoint", "")) if judge_step is not None else ""
-        reading = read_gate(gate, "judge.llm")
+        reading = read_gate(gate, tier)
         cut = threshold
         if cut is None and reading.value == "score":
             cut = reading.threshold
@@ -231,7 +235,7 @@ def judge_calibration(
             )  # fmt: skip
         out.append(
             JudgeCalibration(
-                policy=name, version=version, kind=kind, judge_step=js, human_step=hs,
+                policy=name, version=version, kind=kind, tier=tier, judge_step=js, human_step=hs,
                 endpoint=endpoint, model=model or None, gate=gate, threshold=cut,
                 pairs=len(pairs), agreement=_agreement(pairs, cut),
                 spearman=spearman([j for j, _, _ in pairs], [h for _, h, _ in pairs]),
