@@ -172,11 +172,25 @@ def test_retraining_from_lab_results_shows_better_calibration(
     assert after_mae < 0.6 * before_mae, done.stdout
     assert after_mae < 1.0
     assert float(after[3]) > max(0.7, float(before[3]) + 0.3)  # Spearman against the lab
-    assert 0.0 <= float(after[4]) <= 1.0  # coverage of mean +/- 2 std
+    # Coverage of mean +/- 2 std with the calibrated std, and with the trees' raw spread on the
+    # same held-out results (the model's std is calibrated on its training rows only).
+    assert 0.85 <= float(after[4]) <= 1.0
+    spread = re.search(
+        r"uncertainty on the same 24 held-out results, raw tree spread -> calibrated: "
+        r"coverage\(2std\) ([\d.]+) -> ([\d.]+), mean std ([\d.]+) -> ([\d.]+)",
+        done.stdout,
+    )
+    assert spread is not None, done.stdout
+    assert spread[2] == after[4]
+    assert spread[4] == after[5]
 
     model = SurrogateModel.load(new)
     assert model.target == "logp"
     assert model.metrics["mae"] == pytest.approx(after_mae, abs=5e-4)
+    assert model.metrics["coverage_2std_raw"] == pytest.approx(float(spread[1]), abs=5e-4)
+    scale = model.uncertainty_scale
+    assert f"the saved model's std is the trees' spread x {scale:.3f}" in done.stdout
+    assert float(spread[4]) == pytest.approx(scale * float(spread[3]), rel=0.01)
     # What chem.surrogate workers do with it once VERIFIER_CHEM__SURROGATE_MODEL_PATH names it.
     tier = ChemSurrogateTier(ChemSettings(surrogate_model_path=new))
     probe = [Candidate(kind="molecule", payload={"smiles": s}) for s in ("CCCCCCCC", "OCC(O)CO")]

@@ -2,7 +2,9 @@
 
 Tens to hundreds of milliseconds per molecule. The score is the learned model's prediction
 mapped linearly onto [0, 1] when a model is configured, otherwise exp(-strain / scale).
-The uncertainty is the model's ensemble standard deviation (what the ladder's gates read).
+The uncertainty is the model's ensemble standard deviation times the calibration scale stored
+with the model (`surrogate_model.SurrogateModel.predict`; what the ladder's gates read), in the
+units of the model's target, not of the score.
 """
 
 from __future__ import annotations

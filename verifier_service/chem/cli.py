@@ -7,7 +7,13 @@ from typing import Annotated
 
 import typer
 
-from tiers.chem.surrogate_model import FeatureKind, SurrogateModelError, train_surrogate
+from tiers.chem.surrogate_model import (
+    CALIBRATION_FOLDS,
+    COVERAGE_TARGET,
+    FeatureKind,
+    SurrogateModelError,
+    train_surrogate,
+)
 from verifier_service.core.db import transaction
 from verifier_service.oracle.calibration import Calibration, RetrainReport, lab_results, retrain
 from verifier_service.settings import get_settings
@@ -91,14 +97,30 @@ def train_surrogate_command(
         except SurrogateModelError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(code=1) from exc
+        m = report.metrics
         typer.echo(
             f"trained on {report.n_train} rows, tested on {report.n_test} "
-            f"(skipped {report.n_skipped}): R2 {report.metrics['r2']:.3f}, "
-            f"MAE {report.metrics['mae']:.4g}; saved {report.path}"
+            f"(skipped {report.n_skipped}): R2 {m['r2']:.3f}, "
+            f"MAE {m['mae']:.4g}; saved {report.path}"
         )
+        if "coverage_2std" in m:
+            typer.echo(
+                f"uncertainty on the {report.n_test} test rows, raw tree spread -> calibrated: "
+                f"coverage(2std) {m['coverage_2std_raw']:.3f} -> {m['coverage_2std']:.3f}, "
+                f"mean std {m['mean_std_raw']:.4g} -> {m['mean_std']:.4g}"
+            )
+            typer.echo(_scale_note(report.uncertainty_scale))
     typer.echo(
         "use it: set VERIFIER_CHEM__SURROGATE_MODEL_PATH="
         f"{out.resolve()} for chem.surrogate workers"
+    )
+
+
+def _scale_note(scale: float) -> str:
+    return (
+        f"the saved model's std is the trees' spread x {scale:.3f} (calibrated by "
+        f"{CALIBRATION_FOLDS}-fold cross-validation on its training rows so that "
+        f"{COVERAGE_TARGET:.0%} of errors fall within 2 std)"
     )
 
 
@@ -127,6 +149,14 @@ def _print_retrained(r: RetrainReport) -> None:
     else:
         typer.echo(_row(r.before, r.old_model))
     typer.echo(_row(r.after, r.path))
+    raw, after = r.after_raw, r.after
+    if raw.coverage is not None and after.coverage is not None:
+        typer.echo(
+            f"uncertainty on the same {after.n} held-out results, raw tree spread -> calibrated: "
+            f"coverage(2std) {raw.coverage:.3f} -> {after.coverage:.3f}, "
+            f"mean std {_number(raw.mean_std)} -> {_number(after.mean_std)}"
+        )
+        typer.echo(_scale_note(r.uncertainty_scale))
     typer.echo(
         f"saved {r.path} (refitted on all {r.n_train_lab + r.n_held_out} lab results{base}; "
         "'after' is the same recipe fitted without the held-out ones)"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +75,10 @@ class RetrainReport:
     n_held_out: int
     before: Calibration | None
     after: Calibration
+    #: The new model on the same held-out results with its raw (uncalibrated) spread.
+    after_raw: Calibration
+    #: What the saved model multiplies its raw spread by.
+    uncertainty_scale: float
     old_model: Path | None
     path: Path
 
@@ -173,8 +177,9 @@ def retrain(
     its own: training holds no connection) plus `base_csv`'s rows, if given; report the old and
     the new model's calibration on held-out results, save the new one.
 
-    The after numbers are those of the model fitted without the held-out results; the file
-    written is then refitted on every result, as `chem train-surrogate` does."""
+    The after numbers are those of the model fitted (and its uncertainty calibrated) without
+    the held-out results; the file written is then refitted on every result with that same
+    uncertainty scale, as `chem train-surrogate` does."""
     oracle, field = lab.oracle, lab.field
     if len(lab.results) < 2 * MIN_HELD_OUT + 4:
         raise SurrogateModelError(
@@ -192,21 +197,25 @@ def retrain(
     mols = base_mols + [Chem.MolFromSmiles(r.smiles) for r in train]
     values = base_values + [r.value for r in train]
 
-    def fit(mols: list[Chem.Mol], values: list[float]) -> SurrogateModel:
-        return fit_surrogate(
-            mols, values, features=features, n_estimators=n_estimators, seed=seed, target=field
-        )
-
-    after = calibrate(fit(mols, values), held_out, "after")
-    model = fit(
+    fitted = fit_surrogate(
+        mols, values, features=features, n_estimators=n_estimators, seed=seed, target=field
+    )
+    after = calibrate(fitted, held_out, "after")
+    after_raw = calibrate(replace(fitted, uncertainty_scale=1.0), held_out, "raw")
+    # Refitted on every result; the scale stays the one the held-out results just checked.
+    model = fit_surrogate(
         mols + [Chem.MolFromSmiles(r.smiles) for r in held_out],
         values + [r.value for r in held_out],
-    )
+        features=features, n_estimators=n_estimators, seed=seed, target=field, calibrate=False,
+    )  # fmt: skip
+    model.uncertainty_scale = fitted.uncertainty_scale
     model.metrics = {"mae": after.mae, "n_held_out": float(len(held_out))}
     if after.spearman is not None:
         model.metrics["spearman"] = after.spearman
-    if after.coverage is not None:
+    if after.coverage is not None and after_raw.coverage is not None:
         model.metrics["coverage_2std"] = after.coverage
+        model.metrics["coverage_2std_raw"] = after_raw.coverage
+    model.metrics["uncertainty_scale"] = model.uncertainty_scale
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
     return RetrainReport(
@@ -216,6 +225,8 @@ def retrain(
         n_held_out=len(held_out),
         before=before,
         after=after,
+        after_raw=after_raw,
+        uncertainty_scale=model.uncertainty_scale,
         old_model=old_model,
         path=out,
     )

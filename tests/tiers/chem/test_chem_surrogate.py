@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from rdkit import Chem, RDConfig
 from rdkit.Chem import Crippen
@@ -14,7 +16,14 @@ from typer.testing import CliRunner
 from tiers.base import Candidate, Tier, VerdictStatus
 from tiers.chem.settings import ChemSettings
 from tiers.chem.surrogate import ChemSurrogateTier
-from tiers.chem.surrogate_model import SurrogateModel, SurrogateModelError, train_surrogate
+from tiers.chem.surrogate_model import (
+    MODEL_FORMAT,
+    SurrogateModel,
+    SurrogateModelError,
+    conformal_scale,
+    predict_raw,
+    train_surrogate,
+)
 from tiers.registry import get_tier
 from verifier_service.chem.cli import chem_app
 
@@ -65,6 +74,7 @@ def model_path(logp_csv: Path) -> Path:
     )
     assert result.exit_code == 0, result.output
     assert "trained on 400 rows, tested on 100 (skipped 1)" in result.output
+    assert "uncertainty on the 100 test rows, raw tree spread -> calibrated" in result.output
     return out
 
 
@@ -262,3 +272,76 @@ def test_salt_is_scored_on_its_largest_fragment(model_path: Path) -> None:
     )
     assert salt.status == VerdictStatus.passed, salt.feedback
     assert salt.components["model_prediction"] == acid.components["model_prediction"]
+
+
+def test_uncertainty_is_calibrated_on_molecules_never_seen(model_path: Path) -> None:
+    """mean +/- 2 std holds about 95% of unseen molecules' values with the calibrated std,
+    closer to it than the raw spread of the trees (which the tier used before)."""
+    model = SurrogateModel.load(model_path)
+    assert model.uncertainty_scale != 1.0
+    assert model.metrics["uncertainty_scale"] == model.uncertainty_scale
+    mols = [Chem.MolFromSmiles(s) for s in nci_smiles(300, start=2000)]
+    measured = np.asarray([Crippen.MolLogP(m) for m in mols])
+    mean, std = model.predict(mols)
+    raw_mean, raw_std = predict_raw(model.estimator, model.featurize(mols))
+    assert std is not None
+    assert raw_std is not None
+    assert np.array_equal(mean, raw_mean)
+    assert np.allclose(std, raw_std * model.uncertainty_scale)
+    covered = float(np.mean(np.abs(measured - mean) <= 2 * std))
+    covered_raw = float(np.mean(np.abs(measured - mean) <= 2 * raw_std))
+    print(f"coverage(2std) on 300 unseen: raw {covered_raw:.3f} -> calibrated {covered:.3f}; "
+          f"mean std {raw_std.mean():.3f} -> {std.mean():.3f}")  # fmt: skip
+    assert 0.88 <= covered <= 0.99
+    assert abs(covered - 0.95) < abs(covered_raw - 0.95)
+    # What the tier reports (and the ladder's gates read) is the calibrated std.
+    tier = ChemSurrogateTier(ChemSettings(surrogate_model_path=model_path))
+    (verdict,) = tier.verify_batch([mol(ASPIRIN)], {"forcefield": False, "xtb": False})
+    aspirin_std = model.predict([Chem.MolFromSmiles(ASPIRIN)])[1]
+    assert aspirin_std is not None
+    assert verdict.uncertainty == pytest.approx(float(aspirin_std[0]))
+
+
+@pytest.mark.parametrize("spread", [3.0, 0.4])
+def test_conformal_scale_fixes_a_spread_too_wide_or_too_narrow(spread: float) -> None:
+    rng = np.random.default_rng(7)
+    errors = rng.normal(0.0, 1.0, size=400)  # the true error sd is 1; the model says `spread`
+    scale = conformal_scale(errors, np.full(400, spread))
+    assert scale * spread == pytest.approx(0.98, abs=0.1)  # 2 sd cover 95% of a Gaussian
+    fresh = rng.normal(0.0, 1.0, size=4000)
+    assert np.mean(np.abs(fresh) <= 2 * scale * spread) == pytest.approx(0.95, abs=0.02)
+    # Uncalibrated, 2 * spread covers erf(2 * spread / sqrt 2) of them: 1.00 or 0.58.
+    expected_raw = math.erf(2 * spread / math.sqrt(2))
+    assert np.mean(np.abs(fresh) <= 2 * spread) == pytest.approx(expected_raw, abs=0.02)
+    assert conformal_scale(np.zeros(5), np.zeros(5)) == 1.0  # nothing to go on: unchanged
+
+
+def test_model_file_from_before_calibration_still_loads(model_path: Path, tmp_path: Path) -> None:
+    """Files written before the scale existed (the dict without it, or a bare estimator) load
+    with scale 1.0: their std is the raw spread of the trees, as before."""
+    import joblib
+
+    model = SurrogateModel.load(model_path)
+    old = tmp_path / "old.joblib"
+    joblib.dump(
+        {
+            "format": MODEL_FORMAT, "estimator": model.estimator, "features": "morgan",
+            "radius": 2, "n_bits": 2048, "target": "logp", "metrics": {"r2": 0.5},
+        },
+        old,
+    )  # fmt: skip
+    bare = tmp_path / "bare.joblib"
+    joblib.dump(model.estimator, bare)
+    probe = [Chem.MolFromSmiles(s) for s in (ASPIRIN, "CCCCCCCC")]
+    raw_mean, raw_std = predict_raw(model.estimator, model.featurize(probe))
+    assert raw_std is not None
+    for path in (old, bare):
+        loaded = SurrogateModel.load(path)
+        assert loaded.uncertainty_scale == 1.0
+        mean, std = loaded.predict(probe)
+        assert np.array_equal(mean, raw_mean)
+        assert std is not None
+        assert np.array_equal(std, raw_std)
+    assert replace(SurrogateModel.load(old), uncertainty_scale=2.0).predict(probe)[1] == (
+        pytest.approx(2 * raw_std)
+    )
