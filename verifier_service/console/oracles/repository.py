@@ -1,10 +1,11 @@
 """SQL of the console's oracle pages beyond what the oracle domain reads: the latest results,
-each batch's items by state, an oracle's pause record."""
+each batch's items by state, an oracle's pause record, and a mark of its molecule results."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -41,3 +42,15 @@ def batch_item_states(session: Session, batch_ids: Sequence[str]) -> dict[str, d
 def control(session: Session, oracle: str) -> OracleControl | None:
     """Who last paused or resumed `oracle`, and when (None: nobody ever did)."""
     return session.get(OracleControl, oracle)
+
+
+def molecule_results_mark(session: Session, oracle: str) -> tuple[int, datetime | None]:
+    """How many molecule items of `oracle` have a result, and the latest answer's time: it
+    changes whenever a result is recorded (a result is never rewritten) or items are removed."""
+    query = select(func.count(), func.max(OracleItem.answered_at)).where(
+        OracleItem.oracle == oracle,
+        OracleItem.kind == "molecule",
+        OracleItem.result.is_not(None),
+    )
+    count, latest = session.execute(query).one()
+    return int(count), latest

@@ -1,11 +1,14 @@
 """What the console's oracle pages show: the oracle domain's own figures (the ones
 GET /v1/oracles answers), its batches with what each still waits for, its latest results, and
 the configured learned surrogate scored against those results (`surrogate_check`: computed with
-`oracle.calibration.calibrate` on each view, nothing cached)."""
+`oracle.calibration.calibrate` once per state of the results and the model file, then cached)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -137,6 +140,33 @@ class SurrogateCheck:
     skipped: int
     calibration: Calibration | None
     problem: str | None
+    #: When these figures were computed (a later view may show them from the cache).
+    computed_at: datetime | None = None
+
+
+#: Checks kept per API process (oracle x field x model x results state), and how long at most.
+CHECKS_CACHED = 32
+CHECK_TTL_S = 600.0
+_CheckKey = tuple[Any, ...]
+_checks: OrderedDict[_CheckKey, tuple[float, SurrogateCheck]] = OrderedDict()
+_checks_lock = threading.Lock()
+
+
+def _model_mark(model_path: Path | None) -> tuple[int, int] | None:
+    """The model file's mtime and size (None: no model, or no file there)."""
+    if model_path is None:
+        return None
+    try:
+        found = model_path.stat()
+    except OSError:
+        return None
+    return found.st_mtime_ns, found.st_size
+
+
+def clear_surrogate_checks() -> None:
+    """Forget every cached check (tests; a process that wants fresh figures)."""
+    with _checks_lock:
+        _checks.clear()
 
 
 def surrogate_check(
@@ -147,8 +177,46 @@ def surrogate_check(
     field: str | None = None,
 ) -> SurrogateCheck:
     """The configured surrogate against `name`'s latest molecule results for `field` (default:
-    the field the oracle scores)."""
+    the field the oracle scores), computed once and then served from an in-process cache.
+
+    Scoring runs up to RESULTS_SCORED model predictions (and reads and parses as many results),
+    too much for every view of a page an operator reloads. The cache is keyed by what the
+    figures depend on: the oracle, the field, the model file's path, mtime and size, and the
+    count and latest time of the oracle's molecule results (one small aggregate query per
+    view). So the page needs no "Score now" button and never shows figures older than the data:
+    a new result or a retrained model file makes the next view compute afresh, which is what an
+    operator who just posted results or retrained expects to see. The page says when the
+    figures were computed. Entries are bounded (CHECKS_CACHED, least recently used out) and
+    expire after CHECK_TTL_S, in case something the key cannot see changed (a file replaced
+    within its mtime's resolution with the same size)."""
     chosen = field or definition.score.field
+    mark = console_repository.molecule_results_mark(session, name)
+    key = (name, chosen, str(model_path), _model_mark(model_path), *mark)
+    now = time.monotonic()
+    with _checks_lock:
+        hit = _checks.get(key)
+        if hit is not None and now - hit[0] < CHECK_TTL_S:
+            _checks.move_to_end(key)
+            return hit[1]
+    found = replace(
+        _surrogate_check(session, name, definition, model_path, chosen), computed_at=utcnow()
+    )
+    with _checks_lock:
+        _checks[key] = (now, found)
+        _checks.move_to_end(key)
+        while len(_checks) > CHECKS_CACHED:
+            _checks.popitem(last=False)
+    return found
+
+
+def _surrogate_check(
+    session: Session,
+    name: str,
+    definition: OracleDefinition,
+    model_path: Path | None,
+    chosen: str,
+) -> SurrogateCheck:
+    """The check itself, uncached: `surrogate_check`'s figures for the field `chosen`."""
     fields = list(definition.result_schema)
     spec = definition.result_schema.get(chosen)
 
