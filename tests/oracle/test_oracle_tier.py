@@ -18,7 +18,8 @@ from tiers.oracle import (
     result_errors,
     result_verdict,
 )
-from verifier_service.oracle.service import _value, period_start
+from verifier_service.oracle.access import period_start
+from verifier_service.oracle.selection import _value
 
 LAB = {
     "mode": "pull",

@@ -9,10 +9,10 @@ from sqlalchemy.orm import Session
 
 from verifier_service.core.db import utcnow
 from verifier_service.oracle import repository
+from verifier_service.oracle.access import definitions, paused, period_start
 from verifier_service.oracle.errors import UnknownBatchError
 from verifier_service.oracle.models import OracleBatch
 from verifier_service.oracle.schemas import AttemptOut, BatchStatusOut, OracleOut
-from verifier_service.oracle.service import definitions, paused, period_start
 
 
 def batch_status(session: Session, oracle: str, batch_id: str) -> BatchStatusOut:
