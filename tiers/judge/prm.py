@@ -18,8 +18,6 @@ with no usable answer is an error verdict naming the endpoint, as in judge.llm.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -27,22 +25,11 @@ from pydantic import ValidationError
 
 from tiers.base import Candidate, Verdict, VerdictStatus, stable_json
 from tiers.judge.asking import Answer, ask
-from tiers.judge.batch import (
-    candidate_text,
-    endpoint_models,
-    error_verdict,
-    run_sync,
-    share_cpu,
-    timed,
-    watch,
-    with_caller,
-)
+from tiers.judge.batch import candidate_text, watch
 from tiers.judge.client import EndpointCaller, EndpointError
-from tiers.judge.llm import check_endpoint
 from tiers.judge.prm_schemas import PRM_NAMESPACES, PrmConfig, split_steps
-from tiers.judge.recorded import note
-from tiers.judge.settings import JudgeSettings
-from tiers.judge.templates import CandidateView, TemplateProblem, fenced, new_fence, render
+from tiers.judge.templates import CandidateView, TemplateProblem, fenced, new_fence
+from tiers.judge.tier import JudgeTier, chat
 
 
 @dataclass(frozen=True)
@@ -60,60 +47,17 @@ def _action_text(action: Any) -> str:
         return stable_json(action)
 
 
-class JudgePrmTier:
+class JudgePrmTier(JudgeTier[PrmConfig]):
     """Scores each step of a trajectory, or of a chain of thought, with a model judge."""
 
     name: ClassVar[str] = "judge.prm"
-    version: ClassVar[str] = "1"
-    queue: ClassVar[str] = "tier.judge"
-    cost_class: ClassVar[float] = 0.01
     kinds: ClassVar[frozenset[str]] = frozenset({"text", "json", "code"})
-    cheap_canonical_payload: ClassVar[bool] = True
     #: The ladder gives a trajectory's steps their earlier steps (Candidate.context).
     reads_trajectory: ClassVar[bool] = True
-
-    settings_model: ClassVar[type[JudgeSettings]] = JudgeSettings
-
-    def __init__(self, settings: JudgeSettings | None = None) -> None:
-        self.settings = settings or JudgeSettings()
-
-    def validate_config(self, config: Mapping[str, Any]) -> None:
-        try:
-            cfg = PrmConfig.model_validate(dict(config))
-        except ValidationError as exc:
-            raise ValueError(str(exc)) from None
-        check_endpoint(self.settings, cfg.endpoint)
-
-    def canonical_payload(self, item: Candidate) -> str:
-        # The context (the steps before) is part of the question: the same step after other
-        # steps is judged anew.
-        return stable_json(
-            {
-                "kind": item.kind,
-                "payload": item.payload,
-                "reference": item.reference,
-                "metadata": item.metadata,
-                "context": item.context,
-                "models": endpoint_models(self.settings),
-            }
-        )
-
-    def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
-        cfg = PrmConfig.model_validate(dict(config))
-        cpu0 = time.process_time()
-        return share_cpu(run_sync(lambda: self._judge_all(items, cfg)), cpu0)
-
-    async def _judge_all(self, items: Sequence[Candidate], cfg: PrmConfig) -> list[Verdict]:
-        async def work(caller: EndpointCaller) -> list[Verdict]:
-            judged = (
-                timed(self.name, self.version, self._judge_item(caller, cfg, i)) for i in items
-            )
-            return list(await asyncio.gather(*judged))
-
-        def unconfigured(message: str) -> list[Verdict]:
-            return [self._error("endpoint_not_configured", message) for _ in items]
-
-        return await with_caller(self.settings, cfg.endpoint, work, unconfigured)
+    config_model = PrmConfig
+    # The context (the steps before) is part of the question: the same step after other
+    # steps is judged anew.
+    key_fields: ClassVar[tuple[str, ...]] = (*JudgeTier.key_fields, "context")
 
     # ------------------------------------------------------------------ one item
 
@@ -136,7 +80,7 @@ class JudgePrmTier:
                 )
             except (EndpointError, TemplateProblem) as exc:
                 return self._failure(exc, watched)
-            verdict = self._step_verdict(answer, watched, flagged, f"step {index + 1}")
+            verdict = self.verdict(answer, watched, flagged, f"step {index + 1}")
             if verdict.status != VerdictStatus.error:
                 verdict.components["step_index"] = float(index)
             return verdict
@@ -192,34 +136,10 @@ class JudgePrmTier:
                 "omitted": len(past) - len(shown),
             },
         }
-        messages = [
-            {"role": "system", "content": render(cfg.system, values, PRM_NAMESPACES)},
-            {"role": "user", "content": render(cfg.prompt, values, PRM_NAMESPACES)},
-        ]
+        messages = chat(cfg.system, cfg.prompt, values, PRM_NAMESPACES)
         return await ask(caller, cfg, cfg.rubric, messages)
 
     # ------------------------------------------------------------------ verdicts
-
-    def _step_verdict(
-        self, answer: Answer, watched: dict[str, float], flagged: str, what: str
-    ) -> Verdict:
-        components = watched | answer.components
-        if answer.unparseable is not None or answer.score is None:
-            message = f"{what}: {answer.unparseable}"
-            return self._error("judge_unparseable", message, components, answer.models)
-        notes = [f"judge, {what}: " + "; ".join(answer.notes)]
-        if flagged:
-            notes.append(flagged)
-        return Verdict(
-            status=VerdictStatus.passed if answer.passed else VerdictStatus.failed,
-            score=answer.score,
-            uncertainty=answer.uncertainty,
-            components=components,
-            reason=None if answer.passed else "judged_failing",
-            feedback=note("; ".join(notes), answer.models),  # which model judged: last line
-            tier=self.name,
-            tier_version=self.version,
-        )
 
     def _chain_verdict(
         self,
@@ -268,29 +188,5 @@ class JudgePrmTier:
         if flagged:
             notes.append(flagged)
         models = [m for a in answers for m in a.models]
-        return Verdict(
-            status=VerdictStatus.passed if passed else VerdictStatus.failed,
-            score=score,
-            uncertainty=max(uncertainties) if uncertainties else None,
-            components=components,
-            reason=None if passed else "judged_failing",
-            feedback=note("; ".join(notes), models),  # which model judged: last line
-            tier=self.name,
-            tier_version=self.version,
-        )
-
-    def _failure(self, exc: BaseException, components: dict[str, float]) -> Verdict:
-        if isinstance(exc, EndpointError):
-            return self._error(exc.reason, str(exc), components)
-        if isinstance(exc, TemplateProblem):
-            return self._error("template_error", f"the judge's prompt {exc}", components)
-        return self._error("internal_error", f"{type(exc).__name__}: {exc}", components)
-
-    def _error(
-        self,
-        reason: str,
-        message: str,
-        components: dict[str, float] | None = None,
-        models: Sequence[str] = (),
-    ) -> Verdict:
-        return error_verdict(self.name, self.version, reason, message, components, models)
+        uncertainty = max(uncertainties) if uncertainties else None
+        return self._judged(passed, score, components, notes, models, uncertainty)

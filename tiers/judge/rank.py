@@ -20,29 +20,18 @@ import itertools
 import json
 import re
 import string
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from tiers.base import Candidate, Verdict, VerdictStatus, stable_json
+from tiers.base import Candidate, Verdict, stable_json
 from tiers.judge.asking import usage
-from tiers.judge.batch import (
-    candidate_text,
-    endpoint_models,
-    error_verdict,
-    run_sync,
-    share_cpu,
-    watch,
-    with_caller,
-)
+from tiers.judge.batch import candidate_text, watch, with_caller
 from tiers.judge.client import Completion, EndpointCaller, EndpointError
-from tiers.judge.llm import check_endpoint
-from tiers.judge.recorded import note
 from tiers.judge.schemas import _Config
-from tiers.judge.settings import JudgeSettings
-from tiers.judge.templates import check_template, fenced, new_fence, render
+from tiers.judge.templates import check_template, fenced, new_fence
+from tiers.judge.tier import JudgeTier, chat
 
 RANK_NAMESPACES = ("responses", "item", "rubric")
 LABELS = string.ascii_uppercase
@@ -183,44 +172,16 @@ def read_better(text: str) -> str | None:
     return said[-1].upper().replace("TIE", "tie") if said else None
 
 
-class JudgeRankTier:
+class JudgeRankTier(JudgeTier[RankConfig]):
     """Ranks the members of a GRPO group with a model judge (see the module's docstring)."""
 
     name: ClassVar[str] = "judge.rank"
-    version: ClassVar[str] = "1"
-    queue: ClassVar[str] = "tier.judge"
-    cost_class: ClassVar[float] = 0.01
     kinds: ClassVar[frozenset[str]] = frozenset({"text", "json", "code"})
-    cheap_canonical_payload: ClassVar[bool] = True
     #: The ladder gives each member its group (Candidate.context).
     reads_group: ClassVar[bool] = True
-    settings_model: ClassVar[type[JudgeSettings]] = JudgeSettings
-
-    def __init__(self, settings: JudgeSettings | None = None) -> None:
-        self.settings = settings or JudgeSettings()
-
-    def validate_config(self, config: Mapping[str, Any]) -> None:
-        try:
-            cfg = RankConfig.model_validate(dict(config))
-        except ValidationError as exc:
-            raise ValueError(str(exc)) from None
-        check_endpoint(self.settings, cfg.endpoint)
-
-    def canonical_payload(self, item: Candidate) -> str:
-        # A member's score depends on its whole group: the group is part of the key.
-        return stable_json(
-            {
-                "kind": item.kind,
-                "payload": item.payload,
-                "context": item.context,
-                "models": endpoint_models(self.settings),
-            }
-        )
-
-    def verify_batch(self, items: Sequence[Candidate], config: Mapping[str, Any]) -> list[Verdict]:
-        cfg = RankConfig.model_validate(dict(config))
-        cpu0 = time.process_time()
-        return share_cpu(run_sync(lambda: self._judge_all(items, cfg)), cpu0)
+    config_model = RankConfig
+    # A member's score depends on its whole group: the group is part of the key.
+    key_fields: ClassVar[tuple[str, ...]] = ("kind", "payload", "context")
 
     async def _judge_all(self, items: Sequence[Candidate], cfg: RankConfig) -> list[Verdict]:
         verdicts: list[Verdict | None] = [None] * len(items)
@@ -274,10 +235,7 @@ class JudgeRankTier:
             "item": {"metadata": dict(shown[0].get("metadata") or {})},
             "rubric": {"criteria": cfg.criteria, "mode": cfg.mode},
         }
-        messages = [
-            {"role": "system", "content": render(cfg.system, values, RANK_NAMESPACES)},
-            {"role": "user", "content": render(cfg.prompt, values, RANK_NAMESPACES)},
-        ]
+        messages = chat(cfg.system, cfg.prompt, values, RANK_NAMESPACES)
         return await caller.complete(cfg.body(caller.endpoint.model, messages, len(shown)))
 
     @staticmethod
@@ -310,18 +268,10 @@ class JudgeRankTier:
             passed = scores[i] >= cfg.pass_at
             components = watched | usage | {k: v[i] for k, v in extra.items()}
             components |= {"group_size": float(n), "passed": 1.0 if passed else 0.0}
-            feedback = f"judge: {notes[i]}" + (f"; {flagged}" if flagged else "")
-            feedback = note(feedback, (c.model for c in calls))  # which model judged: last line
+            said = [f"judge: {notes[i]}", *([flagged] if flagged else [])]
+            models = [c.model for c in calls]
             out.append(
-                Verdict(
-                    status=VerdictStatus.passed if passed else VerdictStatus.failed,
-                    score=scores[i],
-                    components=components,
-                    reason=None if passed else "ranked_low",
-                    feedback=feedback,
-                    tier=self.name,
-                    tier_version=self.version,
-                )
+                self._judged(passed, scores[i], components, said, models, None, "ranked_low")
             )
         return out
 
@@ -402,15 +352,6 @@ class JudgeRankTier:
 
     def _watch(self, member: dict[str, Any]) -> tuple[dict[str, float], str]:
         return watch(self._text(member))
-
-    def _error(
-        self,
-        reason: str,
-        message: str,
-        components: dict[str, float] | None = None,
-        models: Sequence[str] = (),
-    ) -> Verdict:
-        return error_verdict(self.name, self.version, reason, message, components, models)
 
 
 class Unreadable(ValueError):
