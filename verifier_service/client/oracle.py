@@ -17,13 +17,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from verifier_service.client._base import ClientCore, RetryPolicy, raise_for
+from verifier_service.client._base import RetryPolicy, raise_for
+from verifier_service.client._blocking import BlockingClient
 from verifier_service.client.errors import ConflictError
 from verifier_service.client.webhooks import TOLERANCE_S, verify_webhook
 
@@ -96,7 +96,7 @@ class MeasurementFailed(Exception):
 Measure = Callable[[BatchItem], Mapping[str, Any]]
 
 
-class OraclePartner(ClientCore):
+class OraclePartner(BlockingClient):
     """The partner's side of one oracle: `claim`, `heartbeat`, `post_results` (pull), and
     `verify_signature` for batches we push. Connection errors, 5xx and 429 are retried with
     backoff; posting results again is safe (they are idempotent per item)."""
@@ -114,43 +114,14 @@ class OraclePartner(ClientCore):
     ) -> None:
         super().__init__(
             base_url, principal=None, api_key=api_key, timeout_s=timeout_s, retry=retry,
-            poll=None, batch_size=None,
+            poll=None, batch_size=None, transport=transport,
+            headers={"Accept": "application/json"},
         )  # fmt: skip
         self.oracle = oracle
         self.secret = secret
-        self._http = httpx.Client(
-            base_url=self.base_url, timeout=timeout_s, transport=transport,
-            headers={"Accept": "application/json", **self.default_headers()},
-        )  # fmt: skip
-
-    def __enter__(self) -> OraclePartner:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._http.close()
 
     def _post(self, path: str, body: Any = None) -> httpx.Response:
-        attempt, started = 0, time.monotonic()
-        while True:
-            outcome: httpx.Response | httpx.TransportError
-            try:
-                outcome = self._http.post(path, json=body)
-            except httpx.TransportError as exc:
-                outcome = exc
-            delay = self.retry_delay(attempt, f"POST {self.base_url}{path}", outcome, started)
-            if delay is None:
-                assert isinstance(outcome, httpx.Response)
-                return outcome
-            time.sleep(delay)
-            attempt += 1
+        return self._request("POST", path, json=body)
 
     @property
     def _root(self) -> str:

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
 
 from verifier_service.client import _base
-from verifier_service.client._base import ClientCore, ItemLike, PollPolicy, RetryPolicy
+from verifier_service.client._base import ItemLike, PollPolicy, RetryPolicy
+from verifier_service.client._blocking import BlockingClient
 from verifier_service.client.sse import SseParser, StreamState, reward_of
 from verifier_service.wire.events import ChangesPage, JobEventOut, RewardChange
 from verifier_service.wire.jobs import JobOut
 from verifier_service.wire.rewards import Reward
 
 
-class VerifierClient(ClientCore):
+class VerifierClient(BlockingClient):
     """Blocking client of the reward API: submit items, wait for or stream their rewards.
 
     Connection errors, 5xx and 429 answers are retried with backoff; every POST carries an
@@ -45,54 +45,8 @@ class VerifierClient(ClientCore):
             retry=retry,
             poll=poll,
             batch_size=batch_size,
-        )
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            timeout=timeout_s,
             transport=transport,
-            headers=self.default_headers(),
         )
-
-    def __enter__(self) -> VerifierClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._http.close()
-
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        headers: dict[str, str] | None = None,
-        read_timeout_s: float | None = None,
-    ) -> httpx.Response:
-        timeout = httpx.Timeout(self.timeout_s if read_timeout_s is None else read_timeout_s)
-        attempt = 0
-        started = time.monotonic()
-        while True:
-            outcome: httpx.Response | httpx.TransportError
-            try:
-                outcome = self._http.request(
-                    method, path, json=json, headers=headers, timeout=timeout
-                )
-            except httpx.TransportError as exc:
-                outcome = exc
-            delay = self.retry_delay(attempt, f"{method} {self.base_url}{path}", outcome, started)
-            if delay is None:
-                assert isinstance(outcome, httpx.Response)
-                return outcome
-            time.sleep(delay)
-            attempt += 1
 
     def submit(
         self,
