@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(runs, indent=2))
         return 0
 
-    from bench_load import postgres  # the live stack: PostgreSQL, Redis, API, Celery worker
+    from harness import postgres  # the live stack: PostgreSQL, Redis, API, Celery worker
 
     items = pairs(args.n, args.seed)
     before_wall, bare = bare_loop(items)

@@ -25,13 +25,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from datetime import timedelta
 
-import psycopg
+from harness import drop_database, new_database
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
@@ -40,18 +38,7 @@ from verifier_service.console.overview.schemas import Window
 from verifier_service.core.db import make_engine, utcnow
 from verifier_service.core.migrate import upgrade
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 WEEK_S = 7 * 86400
-
-
-def database(kind: str) -> tuple[str, str | None]:
-    """A fresh database URL, and the PostgreSQL database name to drop afterwards."""
-    if kind == "sqlite":
-        return f"sqlite:///{tempfile.mkdtemp()}/bench.db", None
-    name = f"bench_console_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}", name
 
 
 def seed(engine: Engine, n: int) -> None:
@@ -138,7 +125,7 @@ def main() -> None:
     if args.url:
         url, name = args.url, None
     else:
-        url, name = database(args.db)
+        url, name = new_database(args.db, "bench_console")
     engine = make_engine(url)
     try:
         upgrade(url)
@@ -185,8 +172,7 @@ def main() -> None:
     finally:
         engine.dispose()
         if name is not None and not args.keep:
-            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+            drop_database(name)
 
 
 if __name__ == "__main__":

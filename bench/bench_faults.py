@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_load import free_port, nci
+from bench_load import nci
+from harness import free_port
 from rdkit import Chem, rdBase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))

@@ -24,20 +24,16 @@ Figures: items/s of each, `batched_over_one` (the ratio the issue asks for), `ti
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+from harness import direct_calls, judge_stub
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-STUB = REPO / "tests" / "tiers" / "judge" / "judge_stub.py"
 
 from tiers.base import Candidate  # noqa: E402
 from tiers.judge.client import reset_state  # noqa: E402
@@ -49,29 +45,6 @@ CONFIG = {
     "rubric": {"criteria": "Is it right?", "scale": {"min": 0, "max": 10}},
 }
 REPLY = '{"score": 7, "confidence": 0.9, "reasoning": "mostly right"}'
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_stub(latency: float) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    process = subprocess.Popen([sys.executable, str(STUB), str(port)], cwd=REPO)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            plan = {"plan": [], "default": {"content": REPLY, "delay_s": latency}}
-            httpx.post(f"{base}/stub/plan", json=plan, timeout=2).raise_for_status()
-            return process, f"{base}/v1"
-        except httpx.HTTPError:
-            if time.monotonic() > deadline:
-                process.kill()
-                raise
-            time.sleep(0.1)
 
 
 def items(n: int, tag: str) -> list[Candidate]:
@@ -115,25 +88,8 @@ def _figures(verdicts: list[Any], n: int, started: float, cpu0: float) -> dict[s
 
 def direct(url: str, n: int, in_flight: int) -> dict[str, float]:
     """The same requests from a bare async client, `in_flight` at once."""
-    body = {"model": "stub", "messages": [{"role": "user", "content": "x"}], "max_tokens": 512}
-
-    async def run() -> None:
-        slots = asyncio.Semaphore(in_flight)
-        limits = httpx.Limits(max_connections=in_flight)
-        async with httpx.AsyncClient(limits=limits, timeout=60) as client:
-
-            async def one(i: int) -> None:
-                async with slots:
-                    response = await client.post(
-                        f"{url}/chat/completions", json={**body, "seed": i}
-                    )
-                    response.raise_for_status()
-
-            await asyncio.gather(*(one(i) for i in range(n)))
-
-    cpu0, started = time.process_time(), time.perf_counter()
-    asyncio.run(run())
-    wall = time.perf_counter() - started
+    cpu0 = time.process_time()
+    wall = direct_calls(url, n, in_flight)
     return {
         "items_per_s": n / wall,
         "wall_s": wall,
@@ -153,8 +109,8 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     args = parser.parse_args()
-    process, url = start_stub(args.latency)
-    try:
+    with judge_stub(REPLY, args.latency) as base:
+        url = f"{base}/v1"
         reset_state()
         one = one_at_a_time(url, args.n_one)
         runs = [
@@ -163,9 +119,6 @@ def main() -> None:
         ]  # the machine may be shared: the best of each
         many = max((r[0] for r in runs), key=lambda f: f["items_per_s"])
         bare = max((r[1] for r in runs), key=lambda f: f["items_per_s"])
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
     figures = {
         "latency_s": args.latency,
         "batch": args.batch,

@@ -30,14 +30,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
-import socket
 import subprocess
-import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -45,10 +39,8 @@ from pathlib import Path
 
 import httpx
 import psutil  # type: ignore[import-untyped]
+from harness import backing, cli, direct_calls, judge_stub, make_key, served, stub_plan
 
-REPO = Path(__file__).resolve().parents[1]
-STUB = REPO / "tests" / "tiers" / "judge" / "judge_stub.py"
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 REPLY = '{"score": 7, "confidence": 0.9, "reasoning": "mostly right"}'
 CONCURRENCY = (1, 4, 8, 16)
 POLICY = {
@@ -67,61 +59,14 @@ POLICY = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_stub(latency: float) -> tuple[subprocess.Popen[bytes], str]:
-    """The stub as its own process, answering every request after `latency` seconds."""
-    port = free_port()
-    process = subprocess.Popen([sys.executable, str(STUB), str(port)], cwd=REPO)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            plan = {"plan": [], "default": {"content": REPLY, "delay_s": latency}}
-            httpx.post(f"{base}/stub/plan", json=plan, timeout=2).raise_for_status()
-            return process, base
-        except httpx.HTTPError:
-            if time.monotonic() > deadline:
-                process.kill()
-                raise
-            time.sleep(0.1)
-
-
 def most_open(base: str) -> int:
     """The most requests the stub had open at once since its plan was last set."""
     return int(httpx.get(f"{base}/stub/log", timeout=10).json()["most_open"])
 
 
-def reset_log(base: str, latency: float) -> None:
-    plan = {"plan": [], "default": {"content": REPLY, "delay_s": latency}}
-    httpx.post(f"{base}/stub/plan", json=plan, timeout=5).raise_for_status()
-
-
 def direct(url: str, n: int, in_flight: int) -> float:
     """Items/s of `n` requests from a bare async client, `in_flight` at once."""
-    body = {"model": "stub", "messages": [{"role": "user", "content": "x"}], "max_tokens": 512}
-
-    async def run() -> None:
-        slots = asyncio.Semaphore(in_flight)
-        limits = httpx.Limits(max_connections=in_flight)
-        async with httpx.AsyncClient(limits=limits, timeout=60) as client:
-
-            async def one(i: int) -> None:
-                async with slots:
-                    response = await client.post(
-                        f"{url}/chat/completions", json={**body, "seed": i}
-                    )
-                    response.raise_for_status()
-
-            await asyncio.gather(*(one(i) for i in range(n)))
-
-    started = time.perf_counter()
-    asyncio.run(run())
-    return n / (time.perf_counter() - started)
+    return n / direct_calls(url, n, in_flight)
 
 
 @dataclass
@@ -150,78 +95,21 @@ class Service:
         return total
 
 
-def _cli(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "verifier_service", *args],
-        env=env, cwd=REPO, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return done.stdout.strip()
-
-
-def _start(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "verifier_service", *args],
-        env=env, cwd=REPO, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )  # fmt: skip
-
-
 @contextmanager
 def service(stub_url: str, in_flight: int, judge_processes: int) -> Iterator[Service]:
     """API + ladder worker + judge worker on a fresh PostgreSQL database and redis-server."""
-    import psycopg
-
-    name = f"verifier_judge_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    redis_port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        redis = subprocess.Popen(
-            ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", tmp],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        endpoint = {"url": f"{stub_url}/v1", "model": "stub", "max_in_flight": in_flight}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
-        env.update(
-            VERIFIER_DATA_DIR=tmp,
-            VERIFIER_LOG_LEVEL="WARNING",
-            OMP_NUM_THREADS="1",
-            VERIFIER_DATABASE__URL=f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}",
-            VERIFIER_BROKER__URL=f"redis://127.0.0.1:{redis_port}/0",
-            VERIFIER_AUTH__SECRET_KEY=uuid.uuid4().hex,
-            VERIFIER_JUDGE__ENDPOINTS=json.dumps({"bench": endpoint}),
-        )
-        port = free_port()
-        processes: list[subprocess.Popen[bytes]] = []
-        log = Path(tmp) / "service.log"
-        try:
-            time.sleep(0.5)
-            _cli(env, "migrate")
-            key = _cli(
-                env, "keys", "create", "--role", "trainer", "--role", "operator", "--name",
-                "bench", "--requests-per-min", "0", "--items-per-min", "0",
-            )  # fmt: skip
-            processes.append(
-                _start(env, log, "worker", "--queues", "ladder,callbacks", "--concurrency", "1",
-                       "--name", "ladder@%h")
-            )  # fmt: skip
-            processes.append(
-                _start(env, log, "worker", "--queues", "tier.judge", "--concurrency",
-                       str(judge_processes), "--name", "judge@%h")
-            )  # fmt: skip
-            processes.append(_start(env, log, "api", "--port", str(port)))
-            url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"the service did not start:\n{log.read_text()[-3000:]}")
-                time.sleep(0.3)
+    endpoint = {"url": f"{stub_url}/v1", "model": "stub", "max_in_flight": in_flight}
+    settings = {"VERIFIER_JUDGE__ENDPOINTS": json.dumps({"bench": endpoint})}
+    with backing("verifier_judge", settings) as env:
+        log = Path(env["VERIFIER_DATA_DIR"]) / "service.log"
+        cli(env, "migrate")
+        key = make_key(env, "bench", "trainer", "operator")
+        workers = [
+            ["--queues", "ladder,callbacks", "--concurrency", "1", "--name", "ladder@%h"],
+            ["--queues", "tier.judge", "--concurrency", str(judge_processes),
+             "--name", "judge@%h"],
+        ]  # fmt: skip
+        with served(env, workers, log=log) as (url, processes):
             headers = {"Authorization": f"Bearer {key}"}
             made = httpx.post(
                 f"{url}/v1/policies", json={"document": POLICY}, headers=headers, timeout=30
@@ -229,15 +117,6 @@ def service(stub_url: str, in_flight: int, judge_processes: int) -> Iterator[Ser
             if made.status_code != 201:
                 raise SystemExit(f"policy refused: {made.text}")
             yield Service(url, headers, processes)
-        finally:
-            for process in processes:
-                os.killpg(process.pid, signal.SIGTERM)
-            for process in processes:
-                process.wait(timeout=60)
-            redis.kill()
-            redis.wait(timeout=10)
-            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def through_service(svc: Service, jobs: int, batch: int, tag: str) -> dict[str, float]:
@@ -286,9 +165,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="direct and service, alternating")
     parser.add_argument("--json", type=Path, help="write the figures here as JSON")
     args = parser.parse_args()
-    stub, base = start_stub(args.latency)
-    url = f"{base}/v1"
-    try:
+    with judge_stub(REPLY, args.latency) as base:
+        url = f"{base}/v1"
         sweep = {c: direct(url, c * args.rounds, c) for c in CONCURRENCY}
         best = max(sweep, key=lambda c: sweep[c])
         n_direct = args.jobs * args.batch
@@ -297,13 +175,10 @@ def main() -> None:
             through_service(svc, 1, 8, "warm-up")  # imports, connections, the policy cache
             bare, runs, opened = [sweep[best]], [], []
             for r in range(args.repeat):
-                reset_log(base, args.latency)
+                stub_plan(base, REPLY, args.latency)  # its log starts again
                 runs.append(through_service(svc, args.jobs, args.batch, f"run{r}"))
                 opened.append(most_open(base))
                 bare.append(direct(url, n_direct, best))
-    finally:
-        stub.terminate()
-        stub.wait(timeout=10)
     served = max(runs, key=lambda f: f["items_per_s"])
     figures = {
         "stub_latency_s": args.latency,

@@ -47,31 +47,19 @@ import argparse
 import contextlib
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 from bench_load import percentile
+from harness import REPO, embedded, make_key, postgres
 from rdkit import Chem, RDConfig
 from rdkit.Chem import QED, Crippen, Descriptors, rdMolDescriptors
 
-REPO = Path(__file__).resolve().parents[1]
-
-
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def nci(n: int) -> list[str]:
@@ -154,67 +142,37 @@ def main() -> None:
             extra["baseline"] = compared(args, measured, tier, len(batch))
         report(args, ours["fresh"], ours["cached"], ours["tier"], smiles, tier, load_before, extra)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
-        env["VERIFIER_DATA_DIR"] = tmp
-        env["VERIFIER_LOG_LEVEL"] = "WARNING"
-        port = free_port()
-        dev = subprocess.Popen(
-            [sys.executable, "-m", "verifier_service", "dev", "--port", str(port), "--no-sandbox"],
-            env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit("service did not start")
-                time.sleep(0.3)
-            headers: dict[str, str] = {}
-            if args.api_key:
-                made = subprocess.run(
-                    [sys.executable, "-m", "verifier_service", "keys", "create",
-                     "--role", "trainer", "--name", "bench", "--requests-per-min", "0",
-                     "--items-per-min", "0"],
-                    env=env, cwd=REPO, capture_output=True, text=True, check=True,
-                )  # fmt: skip
-                headers = {"Authorization": f"Bearer {made.stdout.strip()}"}
-            keyed: dict[str, list[float]] = {"fresh": [], "cached": []}
-            keyless: dict[str, list[float]] = {"fresh": [], "cached": []}
-            in_request: list[float] = []  # the tier's wall time in each fresh request
-            with httpx.Client(base_url=url, timeout=30) as client:
+    with embedded() as service:
+        headers: dict[str, str] = {}
+        if args.api_key:
+            headers = {"Authorization": f"Bearer {make_key(service.env, 'bench')}"}
+        keyed: dict[str, list[float]] = {"fresh": [], "cached": []}
+        keyless: dict[str, list[float]] = {"fresh": [], "cached": []}
+        in_request: list[float] = []  # the tier's wall time in each fresh request
+        with httpx.Client(base_url=service.url, timeout=30) as client:
 
-                def post(s: str, label: str = "", n: int = 0) -> float:
-                    body = {"items": [{"kind": "molecule", "payload": {"smiles": s}}], "wait_s": 10}
-                    with_key = bool(headers) and n % 2 == 0
-                    t0 = time.perf_counter()
-                    response = client.post(
-                        "/v1/rewards", json=body, headers=headers if with_key else None
-                    )
-                    elapsed = time.perf_counter() - t0
-                    assert response.status_code == 200, response.text
-                    if label:
-                        (keyed if with_key else keyless)[label].append(elapsed * 1000)
-                    if label == "fresh":
-                        in_request.append(tier_in_request_ms(response))
-                    return elapsed * 1000
+            def post(s: str, label: str = "", n: int = 0) -> float:
+                body = {"items": [{"kind": "molecule", "payload": {"smiles": s}}], "wait_s": 10}
+                with_key = bool(headers) and n % 2 == 0
+                t0 = time.perf_counter()
+                response = client.post(
+                    "/v1/rewards", json=body, headers=headers if with_key else None
+                )
+                elapsed = time.perf_counter() - t0
+                assert response.status_code == 200, response.text
+                if label:
+                    (keyed if with_key else keyless)[label].append(elapsed * 1000)
+                if label == "fresh":
+                    in_request.append(tier_in_request_ms(response))
+                return elapsed * 1000
 
-                for n, s in enumerate(smiles[:50]):  # warm-up: imports, connections, pools
-                    post(s, n=n)
-                fresh = [post(s, "fresh", n) for n, s in enumerate(smiles[50:])]
-                n_cached = max(args.n, 100)
-                cached = [post(smiles[50], "cached", n) for n in range(n_cached)]
-                batch_s = cached_batch_s({THIS_TREE: client}, batch)
-                floor = http_floor_ms(client)
-        finally:
-            os.killpg(dev.pid, signal.SIGINT)
-            dev.wait(timeout=60)
+            for n, s in enumerate(smiles[:50]):  # warm-up: imports, connections, pools
+                post(s, n=n)
+            fresh = [post(s, "fresh", n) for n, s in enumerate(smiles[50:])]
+            n_cached = max(args.n, 100)
+            cached = [post(smiles[50], "cached", n) for n in range(n_cached)]
+            batch_s = cached_batch_s({THIS_TREE: client}, batch)
+            floor = http_floor_ms(client)
     auth: dict[str, float] = {}
     if args.api_key:
         for label in ("fresh", "cached"):
@@ -236,11 +194,10 @@ def side_by_side(
     args: argparse.Namespace, smiles: list[str], batch: list[str]
 ) -> dict[str, dict[str, Any]]:
     """Latencies of this tree's service, and with --baseline of REF's beside it, on the layout
-    (bench_load.py's): {label: {"fresh": ms, "cached": ms, "tier": ms, "batch_s": seconds}}
+    (harness.py's): {label: {"fresh": ms, "cached": ms, "tier": ms, "batch_s": seconds}}
     ("tier": the tier's wall time in each fresh request), this tree's with "rewards_only_s"
     (`cached_batch_s`) and "floor" (`http_floor_ms`)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_load import embedded, postgres
     from bench_throughput import exported
 
     def started(code: Path) -> contextlib.AbstractContextManager[Any]:

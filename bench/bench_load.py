@@ -42,35 +42,23 @@ import itertools
 import json
 import os
 import random
-import signal
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
+from harness import REPO, Layout, embedded, postgres
 from rdkit import RDConfig
 
-REPO = Path(__file__).resolve().parents[1]
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 TOOL_SCHEMA = {"type": "object", "required": ["tool", "args"]}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def nci() -> list[str]:
@@ -96,120 +84,6 @@ def labelled(smiles: list[str]) -> Iterator[str]:
             if variant not in seen:
                 seen.add(variant)
                 yield variant
-
-
-@dataclass
-class Layout:
-    """A running service: its URL, the headers a trainer sends, the processes to watch."""
-
-    url: str
-    headers: dict[str, str]
-    roots: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-
-def _on_path(env: dict[str, str], code: Path) -> dict[str, str]:
-    """`env` running the service's code from `code` (another tree, e.g. a baseline's): first on
-    PYTHONPATH, and the working directory (`python -m` puts that first of all)."""
-    if code == REPO:
-        return env
-    return env | {"PYTHONPATH": os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")]))}
-
-
-def _cli(env: dict[str, str], *args: str, code: Path = REPO) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "verifier_service", *args],
-        env=_on_path(env, code), cwd=code, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return done.stdout.strip()
-
-
-def _start(env: dict[str, str], *args: str, code: Path = REPO) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "verifier_service", *args],
-        env=_on_path(env, code), cwd=code, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-
-
-def _wait_ready(url: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit(f"service at {url} did not start")
-
-
-@contextmanager
-def embedded(settings: dict[str, str] | None = None, code: Path = REPO) -> Iterator[Layout]:
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
-        env.update(VERIFIER_DATA_DIR=tmp, VERIFIER_LOG_LEVEL="WARNING", OMP_NUM_THREADS="1")
-        env.update(settings or {})
-        port = free_port()
-        dev = _start(env, "dev", "--port", str(port), "--no-sandbox", code=code)
-        try:
-            _wait_ready(f"http://127.0.0.1:{port}")
-            yield Layout(f"http://127.0.0.1:{port}", {}, [dev])
-        finally:
-            os.killpg(dev.pid, signal.SIGINT)
-            dev.wait(timeout=60)
-
-
-@contextmanager
-def postgres(
-    worker_concurrency: int, settings: dict[str, str] | None = None, code: Path = REPO
-) -> Iterator[Layout]:
-    import psycopg
-
-    name = f"verifier_load_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    redis_port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        redis = subprocess.Popen(
-            ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", tmp],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
-        env.update(
-            VERIFIER_DATA_DIR=tmp,
-            VERIFIER_LOG_LEVEL="WARNING",
-            OMP_NUM_THREADS="1",
-            VERIFIER_DATABASE__URL=f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}",
-            VERIFIER_BROKER__URL=f"redis://127.0.0.1:{redis_port}/0",
-            VERIFIER_AUTH__SECRET_KEY=uuid.uuid4().hex,
-        )
-        env.update(settings or {})
-        port = free_port()
-        processes: list[subprocess.Popen[bytes]] = []
-        try:
-            time.sleep(0.5)
-            _cli(env, "migrate", code=code)
-            key = _cli(
-                env, "keys", "create", "--role", "trainer", "--name", "load",
-                "--requests-per-min", "0", "--items-per-min", "0", code=code,
-            )  # fmt: skip
-            worker = [
-                "worker", "--queues", "ladder,tier.fast,callbacks,review",
-                "--concurrency", str(worker_concurrency),
-            ]  # fmt: skip
-            processes.append(_start(env, *worker, code=code))
-            processes.append(_start(env, "api", "--port", str(port), code=code))
-            _wait_ready(f"http://127.0.0.1:{port}")
-            yield Layout(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}, processes)
-        finally:
-            for process in processes:
-                os.killpg(process.pid, signal.SIGTERM)
-            for process in processes:
-                process.wait(timeout=60)
-            redis.kill()
-            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 class PeakRss:

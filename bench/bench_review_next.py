@@ -29,14 +29,13 @@ import multiprocessing
 import os
 import random
 import statistics
-import tempfile
 import threading
 import time
 import uuid
 from collections import Counter
 from datetime import timedelta
 
-import psycopg
+from harness import drop_database, new_database
 from sqlalchemy import insert, select
 
 from tiers.human import ReviewConfig
@@ -46,18 +45,7 @@ from verifier_service.review import service
 from verifier_service.review.models import ReviewLease, ReviewQueue, ReviewTask
 from verifier_service.settings import get_settings
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 RUBRIC = {"dimensions": [{"name": "quality", "type": "score", "min": 1, "max": 5}]}
-
-
-def database(kind: str) -> tuple[str, str | None]:
-    """A fresh database URL, and the PostgreSQL database name to drop afterwards."""
-    if kind == "sqlite":
-        return f"sqlite:///{tempfile.mkdtemp()}/bench.db", None
-    name = f"bench_review_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}", name
 
 
 def seed(n: int, queue: str) -> None:
@@ -165,7 +153,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    url, pg_name = database(args.db)
+    url, pg_name = new_database(args.db, "bench_review")
     os.environ["VERIFIER_DATABASE__URL"] = url
     get_settings.cache_clear()
     reset_engine_cache()
@@ -204,8 +192,7 @@ def main() -> None:
     finally:
         reset_engine_cache()
         if pg_name is not None:
-            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
+            drop_database(pg_name)
 
 
 if __name__ == "__main__":

@@ -24,12 +24,8 @@ import argparse
 import contextlib
 import json
 import os
-import signal
-import subprocess
-import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -38,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_load import PG_ADMIN, REPO, _cli, _start, _wait_ready, free_port, percentile
+from bench_load import percentile
 from bench_throughput import exported
+from harness import REPO, backing, cli, make_key, served
 
 ITEM = {"kind": "json", "payload": {"tool": "t", "args": {}}, "reference": {"schema": {}}}
 
@@ -47,54 +44,13 @@ ITEM = {"kind": "json", "payload": {"tool": "t", "args": {}}, "reference": {"sch
 @contextmanager
 def service(code: Path, settings: dict[str, str]) -> Iterator[tuple[str, str, str]]:
     """The API and a worker on a database and Redis of their own: (URL, key A, key B)."""
-    import psycopg
-
-    name = f"verifier_fair_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    redis_port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        redis = subprocess.Popen(
-            ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", tmp],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
-        env.update(
-            VERIFIER_DATA_DIR=tmp,
-            VERIFIER_LOG_LEVEL="WARNING",
-            OMP_NUM_THREADS="1",
-            VERIFIER_DATABASE__URL=f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}",
-            VERIFIER_BROKER__URL=f"redis://127.0.0.1:{redis_port}/0",
-            VERIFIER_AUTH__SECRET_KEY=uuid.uuid4().hex,
-            **settings,
-        )
-        port = free_port()
-        processes: list[subprocess.Popen[bytes]] = []
-        try:
-            time.sleep(0.5)
-            _cli(env, "migrate", code=code)
-            keys = [
-                _cli(
-                    env, "keys", "create", "--role", "trainer", "--name", who,
-                    "--requests-per-min", "0", "--items-per-min", "0", code=code,
-                ).splitlines()[-1]
-                for who in ("trainer-a", "trainer-b")
-            ]  # fmt: skip
-            worker = ["worker", "--queues", "ladder,tier.fast", "--concurrency", "1"]
-            processes.append(_start(env, *worker, code=code))
-            processes.append(_start(env, "api", "--port", str(port), code=code))
-            _wait_ready(f"http://127.0.0.1:{port}")
-            yield f"http://127.0.0.1:{port}", keys[0], keys[1]
-        finally:
-            for process in processes:
-                os.killpg(process.pid, signal.SIGTERM)
-            for process in processes:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=90)
-            redis.kill()
-            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with backing("verifier_fair", settings) as env:
+        cli(env, "migrate", code=code)
+        a, b = (make_key(env, who, code=code) for who in ("trainer-a", "trainer-b"))
+        worker = ["--queues", "ladder,tier.fast", "--concurrency", "1"]
+        # (A's runs may still be going: the API gets longer to stop than the default)
+        with served(env, [worker], code=code, stop_timeout=90) as (url, _):
+            yield url, a, b
 
 
 def timed_gets(http: httpx.Client, key: str, path: str, seconds: float) -> list[float]:

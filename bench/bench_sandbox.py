@@ -30,11 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness import embedded
 from sandbox_load import candidates, drive, drive_batch
 
 from tiers.base import Candidate, Verdict, VerdictStatus
@@ -268,66 +264,36 @@ def bench_service(
     import httpx
 
     items = candidates(style)
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
-        env.update(
-            VERIFIER_DATA_DIR=tmp,
-            VERIFIER_LOG_LEVEL="WARNING",
-            VERIFIER_SANDBOX__ISOLATION=isolation,
-        )
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        url = f"http://127.0.0.1:{port}"
-        dev = subprocess.Popen(
-            [sys.executable, "-m", "verifier_service", "dev", "--port", str(port), "--sandbox"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 300  # a loaded machine starts it slowly
-            while True:
-                try:
-                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline or dev.poll() is not None:
-                    raise SystemExit("the service did not start")
-                time.sleep(0.3)
-            counter = iter(range(1 << 30))
-            lock = threading.Lock()
+    settings = {"VERIFIER_SANDBOX__ISOLATION": isolation}
+    # (a loaded machine starts it slowly)
+    with embedded(settings, sandbox=True, timeout=300) as service:
+        counter = iter(range(1 << 30))
+        lock = threading.Lock()
 
-            def run_one(_: int) -> list[bool]:
-                with lock:
-                    first = next(counter) * job_size
-                job = [items[(first + k) % len(items)] for k in range(job_size)]
-                body = [
-                    {"kind": "code", "payload": dict(item.payload, code=item.payload["code"]
-                                                    + f"\n# {first + k}\n")}
-                    for k, (item, _) in enumerate(job)
-                ]  # fmt: skip
-                with httpx.Client(base_url=url, timeout=120) as client:
-                    answer = client.post("/v1/rewards", json={"items": body, "wait_s": 60})
-                    answer.raise_for_status()
-                    state = answer.json()
-                    while state["status"] != "completed":
-                        time.sleep(0.1)
-                        state = client.get(f"/v1/jobs/{state['id']}").json()
-                rewards = [i["reward"] for i in sorted(state["items"], key=lambda i: i["index"])]
-                return [
-                    (r["status"] == "scored" and r.get("value") == 1.0) == ok
-                    for r, (_, ok) in zip(rewards, job, strict=True)
-                ]
+        def run_one(_: int) -> list[bool]:
+            with lock:
+                first = next(counter) * job_size
+            job = [items[(first + k) % len(items)] for k in range(job_size)]
+            body = [
+                {"kind": "code", "payload": dict(item.payload, code=item.payload["code"]
+                                                + f"\n# {first + k}\n")}
+                for k, (item, _) in enumerate(job)
+            ]  # fmt: skip
+            with httpx.Client(base_url=service.url, timeout=120) as client:
+                answer = client.post("/v1/rewards", json={"items": body, "wait_s": 60})
+                answer.raise_for_status()
+                state = answer.json()
+                while state["status"] != "completed":
+                    time.sleep(0.1)
+                    state = client.get(f"/v1/jobs/{state['id']}").json()
+            rewards = [i["reward"] for i in sorted(state["items"], key=lambda i: i["index"])]
+            return [
+                (r["status"] == "scored" and r.get("value") == 1.0) == ok
+                for r, (_, ok) in zip(rewards, job, strict=True)
+            ]
 
-            drive_batch(run_one, trainers, trainers)  # warm-up: the pool, the workers
-            return drive(run_one, seconds, trainers)
-        finally:
-            os.killpg(dev.pid, signal.SIGINT)
-            try:
-                dev.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(dev.pid, signal.SIGKILL)
+        drive_batch(run_one, trainers, trainers)  # warm-up: the pool, the workers
+        return drive(run_one, seconds, trainers)
 
 
 def ratio(process: dict[str, Any], container: dict[str, Any]) -> dict[str, float]:

@@ -36,7 +36,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_load import Tally, embedded, make_batch, nci, postgres, trainer
+from bench_load import Tally, make_batch, nci, trainer
+from harness import embedded, postgres
 
 
 class RssSamples:

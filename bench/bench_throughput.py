@@ -24,20 +24,19 @@ same machine load.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+from harness import REPO, pg_database, service_env
 
 
 def nci() -> list[str]:
@@ -241,27 +240,13 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 @contextmanager
 def database(layout: str) -> Iterator[dict[str, str]]:
     """Environment for a child: a fresh database of the layout, migrated and seeded."""
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
-        env.update(VERIFIER_DATA_DIR=tmp, VERIFIER_LOG_LEVEL="WARNING", OMP_NUM_THREADS="1")
-        name = None
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        env = service_env(tmp)
         if layout == "postgres":
-            import psycopg
-
-            name = f"verifier_thru_{uuid.uuid4().hex[:8]}"
-            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{name}"')
-            env["VERIFIER_DATABASE__URL"] = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+            env["VERIFIER_DATABASE__URL"] = stack.enter_context(pg_database("verifier_thru"))
         else:
             env["VERIFIER_DATABASE__URL"] = f"sqlite:///{tmp}/bench.db"
-        try:
-            yield env
-        finally:
-            if name is not None:
-                import psycopg
-
-                with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        yield env
 
 
 def run_child(layout: str, code: Path, args: argparse.Namespace) -> dict[str, Any]:
