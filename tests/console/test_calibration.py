@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_support import OPERATOR_PASSWORD
+from judge_console_support import calibration, make_operator, signed_in
 from rdkit import RDConfig
 from scipy.stats import spearmanr
 from support import Service, private_backends, start_service
@@ -41,11 +41,7 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             VERIFIER_DATABASE__URL=pg_url, VERIFIER_BROKER__URL=redis_url,
         )  # fmt: skip
         try:
-            operator = f"op-{uuid.uuid4().hex[:6]}"
-            made = service.cli(
-                "users", "create", "--role", "operator", operator, stdin=OPERATOR_PASSWORD + "\n"
-            )
-            assert made.returncode == 0, made.stderr
+            operator = make_operator(service, uuid.uuid4().hex[:6])
             policy = f"audited-{uuid.uuid4().hex[:6]}"
             with service.client(timeout=180) as client:
                 made_policy = client.post(
@@ -80,16 +76,8 @@ def _expected(job: dict[str, Any]) -> list[tuple[float, float, bool]]:
     return out
 
 
-def _calibration(service: Service, **params: Any) -> dict[str, Any]:
-    with service.client() as client:
-        answer = client.get("/v1/console/calibration", params={"window": "1h", **params})
-    assert answer.status_code == 200, answer.text
-    body: dict[str, Any] = answer.json()
-    return body
-
-
 def test_calibration_matches_the_jobs_verdicts(audited: dict[str, Any]) -> None:
-    body = _calibration(audited["service"])
+    body = calibration(audited["service"], "1h")
     (gate,) = [g for g in body["gates"] if g["policy"] == audited["policy"]]
     tiers = (gate["cheap_tier"], gate["upper_tier"], gate["step"])
     assert tiers == ("chem.fast", "chem.surrogate", 1)
@@ -116,7 +104,7 @@ def test_calibration_matches_the_jobs_verdicts(audited: dict[str, Any]) -> None:
 
 def test_a_stricter_threshold_moves_items_to_bad(audited: dict[str, Any]) -> None:
     gate = next(
-        g for g in _calibration(audited["service"], threshold=0.99)["gates"]
+        g for g in calibration(audited["service"], "1h", threshold=0.99)["gates"]
         if g["policy"] == audited["policy"]
     )  # fmt: skip
     expected = _expected(audited["job"])
@@ -137,20 +125,8 @@ def test_the_page_shows_the_calibration(
     audited: dict[str, Any], browser: Any, tmp_path: Path
 ) -> None:
     service: Service = audited["service"]
-    gate = next(g for g in _calibration(service)["gates"] if g["policy"] == audited["policy"])
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
-    page = context.new_page()
-    offsite: list[str] = []
-    page.on("request", lambda r: offsite.append(r.url) if "127.0.0.1" not in r.url else None)
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    try:
-        page.goto(f"{service.base_url}/console/calibration")
-        page.wait_for_url("**/signin?next=/console/calibration")
-        page.get_by_label("Username").fill(audited["operator"])
-        page.get_by_label("Password").fill(OPERATOR_PASSWORD)
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url("**/console/calibration")
+    gate = next(g for g in calibration(service, "1h")["gates"] if g["policy"] == audited["policy"])
+    with signed_in(browser, service, audited["operator"]) as page:
         section = page.locator(f"section.gate[data-policy='{audited['policy']}']")
         assert section.locator(".gate-pairs").inner_text() == str(gate["pairs"])
         assert section.locator(".gate-rho").inner_text() == f"{gate['spearman']:.3f}"
@@ -179,7 +155,3 @@ def test_the_page_shows_the_calibration(
         assert section.locator(".gate-pairs").inner_text() == str(gate["pairs"])
         # Copied to docs/img/console-calibration.png by hand when the page changes.
         page.screenshot(path=str(tmp_path / "console-calibration.png"), full_page=True)
-    finally:
-        context.close()
-    assert offsite == []
-    assert errors == []

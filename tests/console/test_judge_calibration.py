@@ -10,22 +10,26 @@ agreement, Spearman, confusion, by day, one judge per tier."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from console_support import OPERATOR_PASSWORD
+from judge_console_support import (
+    answer_reviews,
+    calibration,
+    completed,
+    judge_service,
+    make_operator,
+    reply,
+    shot,
+    signed_in,
+)
 from scipy.stats import spearmanr
-from support import REPO, Service, free_port, private_backends, start_service
+from support import Service
 
-STUB = REPO / "tests" / "tiers" / "judge" / "judge_stub.py"
 LABEL_SCORE = {"correct": 1.0, "partially_correct": 0.5, "incorrect": 0.0}
 #: Per item: the judge's label (said unsure: confidence 0.5, so people are asked) and the
 #: score people give.
@@ -76,37 +80,16 @@ RANK_POLICY = {
 }  # fmt: skip
 
 
-def _start_stub() -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    process = subprocess.Popen([sys.executable, str(STUB), str(port)], cwd=REPO)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            httpx.get(f"{base}/stub/log", timeout=1)
-            return process, base
-        except httpx.HTTPError:
-            if time.monotonic() > deadline:
-                process.kill()
-                raise
-            time.sleep(0.1)
-
-
-def _reply(label: str, confidence: float) -> str:
-    return json.dumps({"label": label, "confidence": confidence, "reasoning": "as planned"})
-
-
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A service whose judge was unsure of every item of CASES, and people who answered."""
-    stub, base = _start_stub()
     tag = uuid.uuid4().hex[:6]
     rules = [
-        {"match": f"case-{tag}-{i}\\b", "content": _reply(label, 0.5)}
+        {"match": f"case-{tag}-{i}\\b", "content": reply(label, 0.5)}
         for i, (label, _) in enumerate(CASES)
     ]
     rules += [
-        {"match": f"prm-{tag}-{i}\\b", "content": _reply(label, 0.9)}
+        {"match": f"prm-{tag}-{i}\\b", "content": reply(label, 0.9)}
         for i, (label, _) in enumerate(PRM_CASES)
     ]
     ranked = {"a": "ABCD", "d": "DCBA"}  # shown a..d, or d..a (the swap): a first each time
@@ -115,31 +98,12 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
          "content": json.dumps({"ranking": list(ranked[first]), "reasoning": "as planned"})}
         for first, last in (("a", "d"), ("d", "a"))
     ]  # fmt: skip
-    plan = {"plan": [], "rules": rules, "default": {"content": _reply("correct", 0.95)}}
-    httpx.post(f"{base}/stub/plan", json=plan, timeout=5).raise_for_status()
-    endpoints = {"judge": {"url": f"{base}/v1", "model": "stub-judge-7b"}}
-    try:
-        with private_backends("cjudge") as (pg_url, redis_url):
-            service = start_service(
-                tmp_path_factory.mktemp("cjudge"), "ladder,tier.fast,tier.judge,callbacks,review",
-                VERIFIER_DATABASE__URL=pg_url, VERIFIER_BROKER__URL=redis_url,
-                VERIFIER_JUDGE__ENDPOINTS=json.dumps(endpoints),
-            )  # fmt: skip
-            try:
-                yield _run(service, tag)
-            finally:
-                service.stop_all()
-    finally:
-        stub.terminate()
-        stub.wait(timeout=10)
+    with judge_service(tmp_path_factory, "cjudge", rules) as (service, _):
+        yield _run(service, tag)
 
 
 def _run(service: Service, tag: str) -> dict[str, Any]:
-    operator = f"op-{tag}"
-    made = service.cli(
-        "users", "create", "--role", "operator", operator, stdin=OPERATOR_PASSWORD + "\n"
-    )
-    assert made.returncode == 0, made.stderr
+    operator = make_operator(service, tag)
     texts = [f"<answer>Lutetia, case-{tag}-{i}</answer>" for i in range(len(CASES))]
     sure = f"<answer>Lutetia, sure-{tag}</answer>"  # the judge is sure: never reaches people
     items = [
@@ -172,47 +136,14 @@ def _run(service: Service, tag: str) -> dict[str, Any]:
             )
             assert created.status_code == 202, created.text
             locations[policy] = created.headers["location"]
-        answered = 0
         deadline = time.monotonic() + 120
-        queues = ["qa-answers", "cal-prm", "cal-rank"]
-        while answered < len(people):
-            assert time.monotonic() < deadline, [trainer.get(u).text for u in locations.values()]
-            leased = 0
-            for queue in queues:
-                lease = reviewer.post(f"/v1/review/queues/{queue}/next")
-                if lease.status_code in (204, 404):  # no task (or no queue) yet
-                    continue
-                assert lease.status_code == 200, lease.text
-                view = lease.json()
-                score = people[view["task"]["payload"]["text"]]
-                submitted = reviewer.post(
-                    f"/v1/review/leases/{view['lease_id']}/submit",
-                    json={"values": {"correct": score}},
-                    headers={"Idempotency-Key": uuid.uuid4().hex},
-                )
-                assert submitted.status_code == 204, submitted.text
-                answered += 1
-                leased += 1
-            if not leased:  # the judge is at it
-                time.sleep(0.3)
-        done = {}
-        for policy, location in locations.items():
-            job = trainer.get(location).json()
-            while job["status"] != "completed" and time.monotonic() < deadline:
-                time.sleep(0.2)
-                job = trainer.get(location).json()
-            assert job["status"] == "completed", job
-            done[policy] = job
+        answer_reviews(
+            reviewer, ["qa-answers", "cal-prm", "cal-rank"], people, deadline,
+            lambda: [trainer.get(u).text for u in locations.values()],
+        )  # fmt: skip
+        done = {p: completed(trainer, u, deadline) for p, u in locations.items()}
     return {"service": service, "operator": operator, "job": done["qa-judge"], "jobs": done,
             "texts": texts}  # fmt: skip
-
-
-def _calibration(service: Service, **params: Any) -> dict[str, Any]:
-    with service.client() as client:
-        answer = client.get("/v1/console/calibration", params={"window": "24h", **params})
-    assert answer.status_code == 200, answer.text
-    body: dict[str, Any] = answer.json()
-    return body
 
 
 def _hand(
@@ -251,7 +182,7 @@ def test_the_judge_calibration_is_the_hand_computation(judged: dict[str, Any]) -
         verdicts = {v["tier"]: v for v in item["verdicts"]}
         assert verdicts["judge.llm"]["score"] == LABEL_SCORE[label]
         assert verdicts["human"]["score"] == pytest.approx(score)
-    judge = _judge(_calibration(judged["service"]))
+    judge = _judge(calibration(judged["service"]))
     hand = _hand(0.5)
     assert judge["tier"] == "judge.llm"
     assert (judge["endpoint"], judge["model"], judge["version"]) == ("judge", "stub-judge-7b", 1)
@@ -273,7 +204,7 @@ def test_the_judge_calibration_is_the_hand_computation(judged: dict[str, Any]) -
 
 
 def test_a_stricter_threshold_is_a_new_confusion(judged: dict[str, Any]) -> None:
-    judge = _judge(_calibration(judged["service"], threshold=0.75))
+    judge = _judge(calibration(judged["service"], threshold=0.75))
     hand = _hand(0.75)
     assert judge["threshold"] == 0.75
     assert judge["confusion"] == hand["confusion"]
@@ -291,7 +222,7 @@ def test_the_prm_and_rank_judges_are_the_hand_computation(judged: dict[str, Any]
     assert prm == [PRM_SCORE[label] for label, _ in PRM_CASES]  # the stub answered as planned
     rank = [item["verdicts"][0]["score"] for item in jobs["cal-rank"]["items"]]
     assert rank == pytest.approx(RANK_SCORES)
-    body = _calibration(judged["service"])
+    body = calibration(judged["service"])
     step = _judge(body, "cal-prm")
     hand = _hand(0.5, prm, [score for _, score in PRM_CASES])
     assert (step["tier"], step["model"], step["judge_step"], step["human_step"]) == (
@@ -314,43 +245,18 @@ def test_the_prm_and_rank_judges_are_the_hand_computation(judged: dict[str, Any]
     assert [d["pairs"] for d in group["days"] if d["pairs"]] == [4]
 
 
-def _shot(page: Any, name: str, tmp_path: Path) -> None:
-    # Copied to docs/img/ by hand when the page changes (VERIFIER_SCREENSHOTS=docs/img).
-    folder = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tmp_path)
-    page.screenshot(path=str(folder / name), full_page=True)
-
-
 def test_the_page_shows_the_judge_against_people(
     judged: dict[str, Any], browser: Any, tmp_path: Path
 ) -> None:
     service: Service = judged["service"]
-    judge = _judge(_calibration(service))
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
-    page = context.new_page()
-    offsite: list[str] = []
-    page.on("request", lambda r: offsite.append(r.url) if "127.0.0.1" not in r.url else None)
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    try:
-        page.goto(f"{service.base_url}/console/calibration")
-        page.wait_for_url("**/signin?next=/console/calibration")
-        page.get_by_label("Username").fill(judged["operator"])
-        page.get_by_label("Password").fill(OPERATOR_PASSWORD)
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url("**/console/calibration")
+    judge = _judge(calibration(service))
+    with signed_in(browser, service, judged["operator"]) as page:
         section = page.locator("section.judge[data-policy='qa-judge'][data-endpoint='judge']")
         heading = section.locator("h3").inner_text()
         assert "judge (stub-judge-7b)" in heading
+        assert "qa-judge v1 templates" in heading
         assert section.get_attribute("data-tier") == "judge.llm"
         assert section.get_attribute("data-model") == "stub-judge-7b"
-        # One row per judge tier, each saying which tier it is.
-        for tier, pairs in (("judge.prm", "4"), ("judge.rank", "4")):
-            row = page.locator(f"section.judge[data-tier='{tier}'][data-model='stub-judge-7b']")
-            assert row.locator(".judge-tier").inner_text() == tier
-            assert row.locator(".judge-pairs").inner_text() == pairs
-        rank = page.locator("section.judge[data-tier='judge.rank']")
-        assert "relative to its group" in rank.locator(".reason").first.inner_text()
-        assert "qa-judge v1 templates" in heading
         assert section.locator(".judge-pairs").inner_text() == "9"
         assert section.locator(".judge-agreement").inner_text() == "55.6%"
         assert section.locator(".judge-rho").inner_text() == f"{judge['spearman']:.3f}"
@@ -361,12 +267,19 @@ def test_the_page_shows_the_judge_against_people(
         assert rows.count() == 1
         day = rows.nth(0).locator("td").all_inner_texts()
         assert day[:3] == [judge["days"][-1]["day"], "9", "55.6%"]
+        # One row per judge tier, each saying which tier it is.
+        for tier, pairs in (("judge.prm", "4"), ("judge.rank", "4")):
+            row = page.locator(f"section.judge[data-tier='{tier}'][data-model='stub-judge-7b']")
+            assert row.locator(".judge-tier").inner_text() == tier
+            assert row.locator(".judge-pairs").inner_text() == pairs
+        rank = page.locator("section.judge[data-tier='judge.rank']")
+        assert "relative to its group" in rank.locator(".reason").first.inner_text()
         # The by-day table scrolls on a phone; the keyboard reaches it.
         region = section.locator(".table-scroll")
         region.focus()
         assert page.evaluate("document.activeElement.getAttribute('role')") == "region"
         region.blur()
-        _shot(page, "console-calibration-judge.png", tmp_path)
+        shot(page, "console-calibration-judge.png", tmp_path)
         page.set_viewport_size({"width": 390, "height": 844})
         wide = page.evaluate("document.documentElement.scrollWidth")
         culprits = page.evaluate(
@@ -376,8 +289,4 @@ def test_the_page_shows_the_judge_against_people(
         )
         assert wide <= 390, (wide, culprits)  # nothing sticks out sideways on a phone
         section.scroll_into_view_if_needed()
-        _shot(page, "console-calibration-judge-390.png", tmp_path)
-    finally:
-        context.close()
-    assert offsite == []
-    assert errors == []
+        shot(page, "console-calibration-judge-390.png", tmp_path)
