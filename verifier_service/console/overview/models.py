@@ -34,50 +34,68 @@ class RollupState(Base):
     refreshed_at: Mapped[datetime]
 
 
-class MinuteItems(Base):
-    """Top-level items of the jobs created in one minute, per policy and item kind."""
+# The minute tables and their whole settled hours share their columns but the first (`minute`
+# or `hour`): a week's overview reads 168 hour rows per key instead of 10,080 minute rows (see
+# `rollups.HOURLY`). The shared columns are declared once, below; each table's own time column,
+# declared on the table's class, comes first in it (and in its primary key).
 
-    __tablename__ = "console_minute_items"
 
-    minute: Mapped[datetime] = mapped_column(primary_key=True)
+class _ItemsColumns:
     policy_name: Mapped[str] = mapped_column(String(128), primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), primary_key=True)
     items: Mapped[int]
 
 
-class MinuteRewards(Base):
-    """Finished top-level items of the jobs created in one minute, by reward status."""
-
-    __tablename__ = "console_minute_rewards"
-
-    minute: Mapped[datetime] = mapped_column(primary_key=True)
+class _RewardsColumns:
     status: Mapped[str] = mapped_column(String(32), primary_key=True)
     items: Mapped[int]
 
 
-class MinuteVerdicts(Base):
-    """One tier's verdicts stored in one minute, and how many came from the cache."""
-
-    __tablename__ = "console_minute_verdicts"
-
-    minute: Mapped[datetime] = mapped_column(primary_key=True)
+class _VerdictsColumns:
     tier: Mapped[str] = mapped_column(String(64), primary_key=True)
     verdicts: Mapped[int]
     cached: Mapped[int]
 
 
-class MinuteCost(Base):
-    """Cost ledger entries of one minute, per tier, principal, policy and item kind."""
-
-    __tablename__ = "console_minute_cost"
-
-    minute: Mapped[datetime] = mapped_column(primary_key=True)
+class _CostColumns:
     tier: Mapped[str] = mapped_column(String(64), primary_key=True)
     principal: Mapped[str] = mapped_column(String(128), primary_key=True)
     policy_name: Mapped[str] = mapped_column(String(128), primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), primary_key=True)
     entries: Mapped[int]
     cost_units: Mapped[float] = mapped_column(Float)
+
+
+class MinuteItems(_ItemsColumns, Base):
+    """Top-level items of the jobs created in one minute, per policy and item kind."""
+
+    __tablename__ = "console_minute_items"
+
+    minute: Mapped[datetime] = mapped_column(primary_key=True)
+
+
+class MinuteRewards(_RewardsColumns, Base):
+    """Finished top-level items of the jobs created in one minute, by reward status."""
+
+    __tablename__ = "console_minute_rewards"
+
+    minute: Mapped[datetime] = mapped_column(primary_key=True)
+
+
+class MinuteVerdicts(_VerdictsColumns, Base):
+    """One tier's verdicts stored in one minute, and how many came from the cache."""
+
+    __tablename__ = "console_minute_verdicts"
+
+    minute: Mapped[datetime] = mapped_column(primary_key=True)
+
+
+class MinuteCost(_CostColumns, Base):
+    """Cost ledger entries of one minute, per tier, principal, policy and item kind."""
+
+    __tablename__ = "console_minute_cost"
+
+    minute: Mapped[datetime] = mapped_column(primary_key=True)
 
 
 class WallsUpTo(Base):
@@ -93,51 +111,33 @@ class WallsUpTo(Base):
     n: Mapped[int] = mapped_column(Count)
 
 
-# Whole settled hours of the minute tables above, summed once more: a week's overview reads
-# 168 of them per key instead of 10,080 (see `rollups.HOURLY`).
-
-
-class HourItems(Base):
+class HourItems(_ItemsColumns, Base):
     """`MinuteItems` of one whole hour."""
 
     __tablename__ = "console_hour_items"
 
     hour: Mapped[datetime] = mapped_column(primary_key=True)
-    policy_name: Mapped[str] = mapped_column(String(128), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
-    items: Mapped[int]
 
 
-class HourRewards(Base):
+class HourRewards(_RewardsColumns, Base):
     """`MinuteRewards` of one whole hour."""
 
     __tablename__ = "console_hour_rewards"
 
     hour: Mapped[datetime] = mapped_column(primary_key=True)
-    status: Mapped[str] = mapped_column(String(32), primary_key=True)
-    items: Mapped[int]
 
 
-class HourVerdicts(Base):
+class HourVerdicts(_VerdictsColumns, Base):
     """`MinuteVerdicts` of one whole hour."""
 
     __tablename__ = "console_hour_verdicts"
 
     hour: Mapped[datetime] = mapped_column(primary_key=True)
-    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
-    verdicts: Mapped[int]
-    cached: Mapped[int]
 
 
-class HourCost(Base):
+class HourCost(_CostColumns, Base):
     """`MinuteCost` of one whole hour."""
 
     __tablename__ = "console_hour_cost"
 
     hour: Mapped[datetime] = mapped_column(primary_key=True)
-    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
-    principal: Mapped[str] = mapped_column(String(128), primary_key=True)
-    policy_name: Mapped[str] = mapped_column(String(128), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
-    entries: Mapped[int]
-    cost_units: Mapped[float] = mapped_column(Float)
