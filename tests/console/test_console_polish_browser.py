@@ -2,8 +2,8 @@
 a service of this module's own: the replay report's Activate, a gold item's Remove and a
 reviewer's Pause ask first (Enter on the button, Enter on the focused "Yes") and then say once
 what they did; at 390 px the job page's KPI numbers stay in their boxes and the queues page
-needs no sideways scrolling; the two reviewers' pages say what each is for and link to each
-other. Screenshots go to VERIFIER_SCREENSHOTS when set (copied to docs/img/ by hand), else to a
+needs no sideways scrolling; the reviewers have one page, which the old address leads to.
+Screenshots go to VERIFIER_SCREENSHOTS when set (copied to docs/img/ by hand), else to a
 temporary folder."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from console_support import OPERATOR_PASSWORD, Console, operator_tab, said_once, shots, until
 from console_support import asks_with_keyboard as _asks_with_keyboard
@@ -33,6 +34,18 @@ OVERFLOWING_KPIS_JS = """() => [...document.querySelectorAll('.kpi')]
 SCROLLING_JS = """() => [...document.querySelectorAll('.card-panel, table')]
   .filter(e => e.scrollWidth > e.clientWidth + 1)
   .map(e => e.id || e.getAttribute('aria-labelledby') || e.tagName)"""
+#: An old page's Pause form, posting to the old address with the page's CSRF token.
+POST_TO_OLD_ADDRESS_JS = """(name) => {
+  const form = Object.assign(document.createElement('form'),
+    {method: 'post', action: '/console/people/reviewers'});
+  const token = document.querySelector('input[name=csrf_token]').value;
+  for (const [k, v] of [['csrf_token', token], ['reviewer', name], ['action', 'pause']]) {
+    const field = Object.assign(document.createElement('input'), {name: k, value: v});
+    form.append(Object.assign(field, {type: 'hidden'}));
+  }
+  document.body.append(form);
+  form.submit();
+}"""
 #: The column names a card row shows cut short (wider than their place), in the page.
 CUT_LABELS_JS = """() => [...document.querySelectorAll('table.cards td[data-label]')]
   .filter(td => {
@@ -143,9 +156,9 @@ def test_pause_asks_first_then_says_what_it_did(console: Console, browser: Any) 
             listed = {r["reviewer"]: r for r in client.get("/v1/review/reviewers").json()}
         return bool(listed[ann]["paused"])
 
-    path = "/console/people/reviewers"
+    path = "/console/reviewers"
     with operator_tab(browser, console.service.base_url, path, console.operator) as tab:
-        row = tab.locator(f"#people tr[data-reviewer='{ann}']")
+        row = tab.locator(f"#reviewers tr[data-reviewer='{ann}']")
         assert "active" in row.locator("td.state").inner_text()
         _asks_with_keyboard(tab, f"Pause {ann}", f"Yes, pause {ann}")
         assert f"Pause reviewer {ann}?" in tab.locator("#confirm").inner_text()
@@ -175,23 +188,47 @@ def test_pause_asks_first_then_says_what_it_did(console: Console, browser: Any) 
         assert f"{bob} is paused" in tab.locator("#flash").inner_text()
 
 
-def test_the_two_reviewer_pages_say_what_each_is_for_and_link_each_other(
-    console: Console, browser: Any
-) -> None:
+def test_one_reviewers_page_and_the_old_address_leads_there(console: Console, browser: Any) -> None:
+    ann = f"cid-{uuid.uuid4().hex[:6]}"
+    with console.service.client() as client:  # a reviewer the page lists, active
+        for step in ("pause", "unpause"):
+            assert client.post(f"/v1/review/reviewers/{ann}/{step}").status_code == 204
     base = console.service.base_url
-    with operator_tab(browser, base, "/console/reviewers", console.operator) as tab:
-        said = tab.locator("#see-also").inner_text()
-        assert "pace" in said
-        assert "pause or resume" in said
+    with httpx.Client(base_url=base, follow_redirects=False) as anyone:
+        moved = anyone.get("/console/people/reviewers?confirm=pause&reviewer=x")
+        assert moved.status_code == 308
+        assert moved.headers["location"] == "/console/reviewers?confirm=pause&reviewer=x"
+        assert anyone.post("/console/people/reviewers").status_code == 308  # a post stays one
+    with operator_tab(browser, base, "/console/people/gold", console.operator) as tab:
+        # The People tabs and the top bar lead to the same page.
         with tab.expect_navigation():
-            tab.locator("#see-also").get_by_role("link").click()
-        assert tab.url == f"{base}/console/people/reviewers"
-        said = tab.locator("#see-also").inner_text()
-        assert "stopping and letting back a reviewer" in said
-        with tab.expect_navigation():
-            tab.locator("#see-also").get_by_role("link").click()
+            tab.get_by_role("link", name="Reviewers: pause, resume").click()
         assert tab.url == f"{base}/console/reviewers"
-        shots(tab, SHOTS, "console-reviewers-see-also", fits_390=True)
+        current = tab.locator("header nav a[aria-current='page']")
+        assert current.inner_text() == "Reviewers"
+        assert current.get_attribute("href") == "/console/reviewers"
+        # Pace and pausing on the one page.
+        row = tab.locator(f"#reviewers tr[data-reviewer='{ann}']")
+        assert row.locator(".answered-1h").inner_text() == "0"
+        assert row.locator(".per-hour").inner_text() == "\N{EN DASH}"
+        assert "active" in row.locator("td.state").inner_text()
+        assert row.get_by_role("button", name=f"Pause {ann}").count() == 1
+        # An old bookmark of the question asks it here.
+        tab.goto(f"{base}/console/people/reviewers?confirm=pause&reviewer={ann}")
+        assert tab.url == f"{base}/console/reviewers?confirm=pause&reviewer={ann}"
+        assert f"Pause reviewer {ann}?" in tab.locator("#confirm").inner_text()
+        shots(tab, SHOTS, "console-reviewers-confirm-pause", fits_390=True)
+        # A form of an old page posting to the old address still works (308 keeps the post).
+        with tab.expect_navigation():
+            tab.evaluate(POST_TO_OLD_ADDRESS_JS, ann)
+        assert tab.url == f"{base}/console/reviewers"
+        said_once(tab, f"{ann} is paused")
+        assert "paused" in row.locator("td.state").inner_text()
+        shots(tab, SHOTS, "console-reviewers", fits_390=True)
+        tab.set_viewport_size({"width": 1280, "height": 800})
+        field = tab.get_by_label("Reviewer's name").bounding_box()  # a name's width
+        assert field is not None
+        assert 150 <= field["width"] <= 320
         tab.set_viewport_size({"width": 390, "height": 844})
         assert tab.evaluate(SCROLLING_JS) == []  # a card per reviewer on a phone
         assert tab.evaluate(CUT_LABELS_JS) == []  # each value's column name in full

@@ -216,10 +216,10 @@ def test_decide_a_task_whose_reviewers_disagreed(people: People, page: Any) -> N
 
 
 def test_pause_a_reviewer_then_her_next_claim_is_refused(people: People, page: Any) -> None:
-    page.get_by_role("link", name="Pause a reviewer").click()
-    page.wait_for_url("**/console/people/reviewers")
+    page.get_by_role("link", name="Reviewers: pause, resume").click()
+    page.wait_for_url("**/console/reviewers")
     ann = next(n for n in people.reviewers if n.startswith("ppl-rev-"))
-    row = page.locator(f"#people tr[data-reviewer='{ann}']")
+    row = page.locator(f"#reviewers tr[data-reviewer='{ann}']")
     assert "active" in row.locator("td.state").inner_text()
     row.get_by_role("button", name=f"Pause {ann}").focus()
     with page.expect_navigation():  # the question, its "Yes" button focused
@@ -234,7 +234,7 @@ def test_pause_a_reviewer_then_her_next_claim_is_refused(people: People, page: A
         refused = client.post(f"/v1/review/queues/{people.queue}/next")
     assert refused.status_code == 403, refused.text
     assert refused.json()["error"] == "reviewer_paused"
-    _shots(page, "console-people-reviewers")
+    _shots(page, "console-reviewers")
     field = page.get_by_label("Reviewer's name").bounding_box()  # at 1280 px: a name's width
     assert field is not None
     assert 150 <= field["width"] <= 320
@@ -249,8 +249,8 @@ def test_pause_a_reviewer_then_her_next_claim_is_refused(people: People, page: A
 def test_the_pages_are_for_operators_only(people: People) -> None:
     reviewer = next(iter(people.reviewers))
     with people.as_reviewer(reviewer) as client:
-        for path in ("gold", "adjudication", "reviewers"):
-            assert client.get(f"/console/people/{path}").status_code == 403
+        for path in ("/console/people/gold", "/console/people/adjudication", "/console/reviewers"):
+            assert client.get(path).status_code == 403
         form = {"reviewer": reviewer, "action": "resume"}
-        posted = client.post("/console/people/reviewers", data=form)
+        posted = client.post("/console/reviewers", data=form)
         assert posted.status_code == 403

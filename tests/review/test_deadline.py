@@ -18,7 +18,7 @@ from verifier_service.core.errors import ConflictError
 from verifier_service.jobs.service import job_out
 from verifier_service.ladder.dispatch import expire_overdue
 from verifier_service.ladder.operations import expire_job
-from verifier_service.review import service
+from verifier_service.review import operators, service
 from verifier_service.review.schemas import AdjudicationIn, AnswerIn
 
 SCHEMA = {"type": "object", "required": ["tool"], "properties": {"tool": {"type": "string"}}}
@@ -119,9 +119,9 @@ def test_an_adjudication_after_the_deadline_revises_the_reward(review_db: Review
         assert view is not None
         tx(service.submit, view.lease_id, reviewer, answer, uuid.uuid4().hex)
     assert _reward(job_id).reward.revision == 1  # disagreement: waits for an operator
-    (task,) = tx(service.adjudications, policy)
+    (task,) = tx(operators.adjudications, policy)
     decision = AdjudicationIn(values={"quality": 3, "verdict": "good"})
-    tx(service.adjudicate, task.task_id, decision, "olga")
+    tx(operators.adjudicate, task.task_id, decision, "olga")
     revised = _reward(job_id).reward
     assert revised.revision == 2
     assert revised.fidelity == "human"

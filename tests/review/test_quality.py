@@ -17,7 +17,7 @@ from verifier_service.auth.models import AuditEvent
 from verifier_service.core.db import transaction
 from verifier_service.core.errors import InvalidRequestError
 from verifier_service.jobs.service import job_out
-from verifier_service.review import export, service
+from verifier_service.review import export, operators, service
 from verifier_service.review.schemas import AdjudicationIn, AnswerIn, GoldItemIn, Rubric
 from verifier_service.review.service import ReviewerPausedError
 
@@ -33,7 +33,7 @@ RUBRIC = Rubric.model_validate(
 
 def _gold(queue: str, known: dict[str, float | str]) -> str:
     item = GoldItemIn(kind="text", payload={"text": uuid.uuid4().hex}, rubric=RUBRIC, answer=known)
-    return tx(service.add_gold, queue, item, "op").task_id
+    return tx(operators.add_gold, queue, item, "op").task_id
 
 
 def test_a_gold_miss_lowers_accuracy_and_pauses_the_reviewer_at_the_threshold(
@@ -52,7 +52,7 @@ def test_a_gold_miss_lowers_accuracy_and_pauses_the_reviewer_at_the_threshold(
         tx(service.submit, view.lease_id, "gina", AnswerIn(values=values), uuid.uuid4().hex)
 
     def accuracy() -> float | None:
-        (me,) = [r for r in tx(service.reviewers) if r.reviewer == "gina"]
+        (me,) = [r for r in tx(operators.reviewers) if r.reviewer == "gina"]
         return me.gold_accuracy
 
     answer_next(known)
@@ -70,7 +70,7 @@ def test_a_gold_miss_lowers_accuracy_and_pauses_the_reviewer_at_the_threshold(
             select(AuditEvent).where(AuditEvent.action == "review.reviewer_paused")
         ).all()
     assert [(e.target, e.detail["gold_correct"]) for e in events] == [("gina", 1)]
-    tx(service.set_paused, "gina", False, "op")  # an operator lets her go on
+    tx(operators.set_paused, "gina", False, "op")  # an operator lets her go on
     assert tx(service.next_task, "gina", policy) is not None
 
 
@@ -90,16 +90,16 @@ def test_disagreement_goes_to_an_operator_whose_decision_completes_the_item(
 
     with transaction() as session:
         assert job_out(session, job_id).status == "running"  # people disagreed: not scored
-    (pending,) = tx(service.adjudications, policy)
+    (pending,) = tx(operators.adjudications, policy)
     assert {a["reviewer"] for a in pending.answers} == {"hal", "ivy"}
     assert pending.agreement["quality"] < 0.667
     # Over the queue (one item): the chance disagreement is the item's own, so alpha is 0.
-    assert tx(service.queue_agreement, policy)["quality"] == pytest.approx(0.0)
+    assert tx(operators.queue_agreement, policy)["quality"] == pytest.approx(0.0)
     wrong = AdjudicationIn(values={"quality": 9, "verdict": "good"})
     with pytest.raises(InvalidRequestError, match="quality"):  # out of the rubric: named
-        tx(service.adjudicate, pending.task_id, wrong, "op")
+        tx(operators.adjudicate, pending.task_id, wrong, "op")
     decision = AdjudicationIn(values={"quality": 2, "verdict": "bad"})
-    tx(service.adjudicate, pending.task_id, decision, "op")
+    tx(operators.adjudicate, pending.task_id, decision, "op")
 
     with transaction() as session:
         job = job_out(session, job_id)
@@ -108,7 +108,7 @@ def test_disagreement_goes_to_an_operator_whose_decision_completes_the_item(
     assert reward is not None
     assert reward.status == "scored"
     assert reward.value == pytest.approx(0.25)  # the operator's 2 on 1..5, final
-    assert tx(service.adjudications, policy) == []
+    assert tx(operators.adjudications, policy) == []
     with transaction() as session:
         audited = session.execute(
             select(AuditEvent.actor, AuditEvent.action).where(
@@ -139,7 +139,7 @@ def test_agreeing_answers_complete_the_item_with_their_means_and_agreement(
     assert human.components["verdict.good"] == 1.0
     assert human.components["agreement"] == 1.0
     # Over the queue: one item, no variation at all: alpha is undefined, and said so.
-    assert tx(service.queue_agreement, policy) == {"quality": None, "verdict": None}
+    assert tx(operators.queue_agreement, policy) == {"quality": None, "verdict": None}
 
 
 def test_answers_export_as_jsonl_and_csv_and_every_step_is_audited(review_db: ReviewDb) -> None:

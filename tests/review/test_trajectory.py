@@ -14,7 +14,7 @@ from test_leases import tx
 from verifier_service.core.db import transaction
 from verifier_service.jobs.service import job_out
 from verifier_service.ladder.dispatch import expire_overdue
-from verifier_service.review import service
+from verifier_service.review import operators, service
 from verifier_service.review.schemas import AdjudicationIn, AnswerIn
 
 SCHEMA = {"type": "object", "required": ["tool"], "properties": {"tool": {"type": "string"}}}
@@ -90,9 +90,9 @@ def test_an_adjudicated_trajectory_keeps_the_reviewers_step_answers(review_db: R
         steps = [{"quality": 2, "verdict": "bad"}, {"quality": 4, "verdict": "good"}]
         answer = AnswerIn(values={"quality": overall, "verdict": "good"}, steps=steps)
         tx(service.submit, view.lease_id, reviewer, answer, uuid.uuid4().hex)
-    (task,) = tx(service.adjudications, policy)
+    (task,) = tx(operators.adjudications, policy)
     tx(
-        service.adjudicate,
+        operators.adjudicate,
         task.task_id,
         AdjudicationIn(values={"quality": 4, "verdict": "good"}),
         "olga",

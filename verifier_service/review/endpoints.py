@@ -14,7 +14,7 @@ from tiers.human import QUEUE_PATTERN
 from verifier_service.auth.deps import OperatorPrincipal, ReviewerPrincipal
 from verifier_service.core.db import retried_transaction
 from verifier_service.core.deps import PRINTABLE, SessionDep
-from verifier_service.review import export, service
+from verifier_service.review import export, operators, service
 from verifier_service.review.schemas import (
     AdjudicationIn,
     AdjudicationView,
@@ -121,14 +121,14 @@ def my_stats(session: SessionDep, principal: ReviewerPrincipal) -> ReviewerStats
 @router.post("/queues/{queue}/gold", status_code=201)
 def add_gold(queue: QueueName, body: GoldItemIn, principal: OperatorPrincipal) -> GoldItemOut:
     """Add an item with a known answer to a queue (mixed in at the queue's gold_rate)."""
-    return retried_transaction(lambda s: service.add_gold(s, queue, body, principal.name))
+    return retried_transaction(lambda s: operators.add_gold(s, queue, body, principal.name))
 
 
 @router.put("/queues/{queue}/show-accuracy", status_code=204)
 def set_show_accuracy(queue: QueueName, body: ShowAccuracyIn, principal: OperatorPrincipal) -> None:
     """Let reviewers see their own gold accuracy (or not)."""
     retried_transaction(
-        lambda s: service.show_accuracy(s, queue, body.show_accuracy, principal.name)
+        lambda s: operators.show_accuracy(s, queue, body.show_accuracy, principal.name)
     )
 
 
@@ -138,7 +138,7 @@ def queue_agreement(
 ) -> dict[str, float | None]:
     """Krippendorff's alpha per rubric dimension over the queue's answered items (None where
     undefined: too few items with two answers, or no variation)."""
-    return service.queue_agreement(session, queue)
+    return operators.queue_agreement(session, queue)
 
 
 @router.get("/adjudications")
@@ -149,31 +149,31 @@ def list_adjudications(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[AdjudicationView]:
     """Tasks whose reviewers disagreed, with every answer and the agreement."""
-    return service.adjudications(session, queue, limit)
+    return operators.adjudications(session, queue, limit)
 
 
 @router.post("/adjudications/{task_id}", status_code=204)
 def adjudicate(task_id: LeaseId, body: AdjudicationIn, principal: OperatorPrincipal) -> None:
     """Decide a disagreement: final, and it completes the item."""
-    retried_transaction(lambda s: service.adjudicate(s, task_id, body, principal.name))
+    retried_transaction(lambda s: operators.adjudicate(s, task_id, body, principal.name))
 
 
 @router.get("/reviewers")
 def list_reviewers(session: SessionDep, _: OperatorPrincipal) -> list[ReviewerOut]:
     """Every reviewer with their gold accuracy and whether they are paused."""
-    return service.reviewers(session)
+    return operators.reviewers(session)
 
 
 @router.post("/reviewers/{reviewer}/pause", status_code=204)
 def pause(reviewer: ReviewerName, principal: OperatorPrincipal) -> None:
     """Pause a reviewer: they get no more tasks."""
-    retried_transaction(lambda s: service.set_paused(s, reviewer, True, principal.name))
+    retried_transaction(lambda s: operators.set_paused(s, reviewer, True, principal.name))
 
 
 @router.post("/reviewers/{reviewer}/unpause", status_code=204)
 def unpause(reviewer: ReviewerName, principal: OperatorPrincipal) -> None:
     """Let a paused reviewer take tasks again."""
-    retried_transaction(lambda s: service.set_paused(s, reviewer, False, principal.name))
+    retried_transaction(lambda s: operators.set_paused(s, reviewer, False, principal.name))
 
 
 @router.get("/export.jsonl")

@@ -1,10 +1,13 @@
 """The console's operations pages: queues and workers (pause, resume, drain, each worker's
-tasks), a job's retry button, and the reviewers. Server-rendered, plain forms with the CSRF
-token, so that every control works from the keyboard and without script."""
+tasks), a job's retry button, and the reviewers (pace, gold accuracy, pause and resume; the one
+page about reviewers: /console/people/reviewers sends here). Server-rendered, plain forms with
+the CSRF token, so that every control works from the keyboard and without script."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from verifier_service.auth.deps import OperatorPrincipal
@@ -12,13 +15,16 @@ from verifier_service.auth.forms import OperatorForm
 from verifier_service.console.operations import service as ops_service
 from verifier_service.console.params import JobId, NodeName, QueueName
 from verifier_service.console.render import renderer
-from verifier_service.core.db import transaction
+from verifier_service.core.db import retried_transaction, transaction
 from verifier_service.core.deps import SessionDep, SettingsDep
 from verifier_service.ladder.dispatch import commit_then_send
 from verifier_service.web import flash
 from verifier_service.web.flash import ConfirmQuery
 
 router = APIRouter(tags=["console pages"], include_in_schema=False)
+
+#: The reviewer a Pause button asks about (`?confirm=pause&reviewer=<name>`; escaped when shown).
+ReviewerQuery = Annotated[str | None, Query(max_length=128)]
 
 
 @router.get("/console/queues")
@@ -81,8 +87,37 @@ def retry_form(
 
 @router.get("/console/reviewers")
 def reviewers_page(
-    request: Request, session: SessionDep, settings: SettingsDep, principal: OperatorPrincipal
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    principal: OperatorPrincipal,
+    confirm: ConfirmQuery = None,
+    reviewer: ReviewerQuery = None,
 ) -> HTMLResponse:
-    """Reviewers: throughput, accuracy on gold items, and each review queue's agreement."""
+    """Reviewers: pace, accuracy on gold items and state, with Pause (after
+    `?confirm=pause&reviewer=<name>` asks) and Resume; each review queue's agreement."""
     found = ops_service.reviewers(session)
-    return renderer.page(request, settings, "reviewers.html", principal=principal, reviewers=found)
+    asked = (reviewer or "").strip() if confirm == "pause" else ""
+    return flash.page(renderer, request, settings, "reviewers.html", principal=principal,
+                      reviewers=found, asked=asked)  # fmt: skip
+
+
+@router.post("/console/reviewers")
+def pause_form(
+    request: Request,
+    settings: SettingsDep,
+    principal: OperatorForm,
+    reviewer: Annotated[str, Form(min_length=1, max_length=128)],
+    action: Annotated[Literal["pause", "resume"], Form()],
+) -> RedirectResponse:
+    """The confirmed Pause button and the Resume button (and pausing someone by name): a
+    paused reviewer's next claim is refused."""
+    name = reviewer.strip()
+    paused = action == "pause"
+    retried_transaction(lambda s: ops_service.set_paused(s, name, paused, principal.name))
+    said = (
+        f"{name} is paused: their next claim is refused."
+        if paused
+        else f"{name} may take tasks again."
+    )
+    return flash.redirect("/console/reviewers", request, settings, said)

@@ -85,6 +85,9 @@ class ReviewerRow(BaseModel):
     gold_correct: int
     gold_accuracy: float | None
     paused: bool
+    paused_reason: str | None = Field(
+        default=None, description="Why (and by whom) a paused reviewer was paused."
+    )
 
 
 class Reviewers(BaseModel):

@@ -47,7 +47,7 @@ from verifier_service.core.presence import (
 from verifier_service.ladder.dispatch import Outgoing, stage
 from verifier_service.ladder.operations import retry_items
 from verifier_service.ladder.repository import lock_job
-from verifier_service.review import service as review
+from verifier_service.review import operators as review_ops
 
 #: How long the operations page waits for workers to say which tasks they run.
 INSPECT_TIMEOUT_S = 1.0
@@ -313,11 +313,17 @@ def reviewers(session: Session) -> Reviewers:
             gold_correct=r.gold_correct,
             gold_accuracy=r.gold_accuracy,
             paused=r.paused,
+            paused_reason=r.paused_reason,
         )
-        for r in review.reviewers(session)
+        for r in review_ops.reviewers(session)
     ]
     agreement = {
-        queue: review.queue_agreement(session, queue)
+        queue: review_ops.queue_agreement(session, queue)
         for queue in ops_repository.review_queue_names(session)
     }
     return Reviewers(reviewers=rows, agreement=agreement)
+
+
+def set_paused(session: Session, reviewer: str, paused: bool, operator: str) -> None:
+    """Pause a reviewer (their next claim is refused) or let them take tasks again (audited)."""
+    review_ops.set_paused(session, reviewer, paused, operator)

@@ -1,14 +1,15 @@
 """The console's people pages: gold items (list, add one from a task people were sent,
-remove), adjudication (tasks whose reviewers disagreed: decide) and reviewers (pause, resume).
+remove) and adjudication (tasks whose reviewers disagreed: decide); reviewers (pause, resume)
+are on /console/reviewers (console/operations/pages.py), where the old address sends.
 Server-rendered, plain forms with the CSRF token: every control works from the keyboard and
-without script. Remove and Pause ask first (a GET form to `?confirm=...`, the page asks with
+without script. Remove asks first (a GET form to `?confirm=...`, the page asks with
 its "Yes" button focused) and say what they did once (web/flash.py). The JSON API for the same
 is review/endpoints.py; both stand on the review domain's service."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -31,9 +32,6 @@ router = APIRouter(tags=["console pages"], include_in_schema=False)
 
 TaskId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
 TaskQuery = Annotated[str, Query(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
-#: A reviewer's name asked about (`?confirm=pause&reviewer=<name>`; escaped when shown).
-Said = Annotated[str | None, Query(max_length=128)]
-ReviewerField = Annotated[str, Form(min_length=1, max_length=128)]
 
 T = TypeVar("T")
 
@@ -183,39 +181,9 @@ async def decide_form(
 # --------------------------------------------------------------------------- reviewers
 
 
-@router.get("/console/people/reviewers")
-def reviewers_page(
-    request: Request,
-    session: SessionDep,
-    settings: SettingsDep,
-    principal: OperatorPrincipal,
-    confirm: ConfirmQuery = None,
-    reviewer: Said = None,
-) -> HTMLResponse:
-    """Every reviewer's standing (gold accuracy, paused and why) with Pause (after
-    `?confirm=pause&reviewer=<name>` asks) and Resume."""
-    found = service.reviewers(session)
-    asked = (reviewer or "").strip() if confirm == "pause" else ""
-    return flash.page(renderer, request, settings, "people_reviewers.html", principal=principal,
-                      reviewers=found, asked=asked)  # fmt: skip
-
-
-@router.post("/console/people/reviewers")
-def pause_form(
-    request: Request,
-    settings: SettingsDep,
-    principal: OperatorForm,
-    reviewer: ReviewerField,
-    action: Annotated[Literal["pause", "resume"], Form()],
-) -> RedirectResponse:
-    """The confirmed Pause button and the Resume button (and pausing someone by name): a
-    paused reviewer's next claim is refused."""
-    name = reviewer.strip()
-    paused = action == "pause"
-    retried_transaction(lambda s: service.set_paused(s, name, paused, principal.name))
-    said = (
-        f"{name} is paused: their next claim is refused."
-        if paused
-        else f"{name} may take tasks again."
-    )
-    return flash.redirect("/console/people/reviewers", request, settings, said)
+@router.api_route("/console/people/reviewers", methods=["GET", "POST"])
+def reviewers_moved(request: Request) -> RedirectResponse:
+    """The reviewers are on one page, /console/reviewers: old links, bookmarks and forms still
+    reach it (308 keeps a form post a post, and the query's `?confirm=pause&reviewer=`)."""
+    query = request.url.query
+    return RedirectResponse("/console/reviewers" + (f"?{query}" if query else ""), 308)

@@ -1,5 +1,5 @@
 """The logic of the console's people pages, on the review domain's service: gold items (list,
-add one from a task people were sent, remove), adjudication, pausing a reviewer. Functions
+add one from a task people were sent, remove) and adjudication. Functions
 take the caller's session and never commit; what an operator does is audited."""
 
 from __future__ import annotations
@@ -15,14 +15,13 @@ from verifier_service.console.people import repository
 from verifier_service.console.people.schemas import GoldPage, GoldRow, SourceRow, SourceTask
 from verifier_service.core.db import utcnow
 from verifier_service.core.errors import NotFoundError
+from verifier_service.review import operators as review_ops
 from verifier_service.review import repository as review_repository
-from verifier_service.review import service as review
 from verifier_service.review.schemas import (
     AdjudicationIn,
     AdjudicationView,
     GoldItemIn,
     GoldItemOut,
-    ReviewerOut,
     Rubric,
 )
 
@@ -129,7 +128,7 @@ def add_gold_from(
             "tolerance": tolerance,
         }
     )
-    return review.add_gold(session, found.queue, gold, operator)
+    return review_ops.add_gold(session, found.queue, gold, operator)
 
 
 def remove_gold(session: Session, task_id: str, operator: str) -> bool:
@@ -149,7 +148,7 @@ def remove_gold(session: Session, task_id: str, operator: str) -> bool:
 
 def adjudications(session: Session) -> list[AdjudicationView]:
     """Tasks whose reviewers disagreed, oldest first."""
-    return review.adjudications(session, None, PAGE_ROWS)
+    return review_ops.adjudications(session, None, PAGE_ROWS)
 
 
 def decide(
@@ -161,14 +160,4 @@ def decide(
         raise NotFoundError(f"no review task {task_id!r}")
     values = form_values(Rubric.model_validate(task.rubric), form)
     decision = AdjudicationIn(values=values, comment=comment.strip() or None)
-    review.adjudicate(session, task_id, decision, operator)
-
-
-def reviewers(session: Session) -> list[ReviewerOut]:
-    """Every reviewer, with gold accuracy and whether (and why) they are paused."""
-    return review.reviewers(session)
-
-
-def set_paused(session: Session, reviewer: str, paused: bool, operator: str) -> None:
-    """Pause a reviewer (no more tasks) or let them take tasks again (audited)."""
-    review.set_paused(session, reviewer, paused, operator)
+    review_ops.adjudicate(session, task_id, decision, operator)
