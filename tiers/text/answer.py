@@ -16,13 +16,11 @@ from fractions import Fraction
 from functools import partial
 from typing import Any, ClassVar
 
-from pydantic import ValidationError
-
 from tiers.base import Candidate, Verdict, VerdictStatus, judge_one, stable_json
 from tiers.text.compare import UNIT, Comparison, compare, foreign_digits, nfkc
 from tiers.text.extract import Extraction, extract, source_name
 from tiers.text.mathpool import MathOutcome, pool_for
-from tiers.text.schemas import AnswerConfig
+from tiers.text.schemas import AnswerConfig, parse_config
 from tiers.text.settings import AnswerSettings
 
 #: How a bounded math comparison that did not come back is reported (all scored failures:
@@ -74,10 +72,7 @@ class AnswerTier:
         self.settings = settings or AnswerSettings()
 
     def validate_config(self, config: Mapping[str, Any]) -> None:
-        try:
-            AnswerConfig.model_validate(dict(config))
-        except ValidationError as exc:
-            raise ValueError(str(exc)) from None
+        parse_config(AnswerConfig, config)
 
     def canonical_payload(self, item: Candidate) -> str:
         return stable_json({"payload": item.payload, "reference": item.reference})

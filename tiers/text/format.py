@@ -19,10 +19,8 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, ClassVar
 
-from pydantic import ValidationError
-
 from tiers.base import Candidate, Verdict, VerdictStatus, judge_one, stable_json
-from tiers.text.schemas import FormatConfig
+from tiers.text.schemas import FormatConfig, parse_config
 from tiers.text.tokens import TokenizerUnavailable, count_tokens, load_tokenizer
 
 
@@ -77,10 +75,7 @@ class FormatTier:
     cheap_canonical_payload: ClassVar[bool] = True
 
     def validate_config(self, config: Mapping[str, Any]) -> None:
-        try:
-            cfg = FormatConfig.model_validate(dict(config))
-        except ValidationError as exc:
-            raise ValueError(str(exc)) from None
+        cfg = parse_config(FormatConfig, config)
         if cfg.tokenizer is not None and cfg.tokenizer_fallback is None:
             try:
                 load_tokenizer(cfg.tokenizer)

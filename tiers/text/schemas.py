@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Extractor = Literal[
     "boxed", "gsm8k", "answer_is", "answer_tag", "last_number", "json_field", "regex", "whole"
@@ -19,6 +20,18 @@ Check = Literal["shape", "length", "repetition"]
 
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+C = TypeVar("C", bound=_Config)
+
+
+def parse_config(model: type[C], config: Mapping[str, Any]) -> C:
+    """A policy step's `config` as its text tier's model; a ValueError that says what is wrong
+    (what a tier's `validate_config` raises when a policy is saved)."""
+    try:
+        return model.model_validate(dict(config))
+    except ValidationError as exc:
+        raise ValueError(str(exc)) from None
 
 
 class AnswerConfig(_Config):

@@ -17,11 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cache, partial
 from typing import Any, ClassVar
 
-from pydantic import ValidationError
-
 from tiers.base import Candidate, Verdict, VerdictStatus, judge_one, stable_json
 from tiers.text.extract import strip_thinking
-from tiers.text.schemas import SimilarityConfig
+from tiers.text.schemas import SimilarityConfig, parse_config
 
 #: metric -> the module it needs (from the `text` extra).
 METRIC_MODULES = {
@@ -113,10 +111,7 @@ class SimilarityTier:
     cheap_canonical_payload: ClassVar[bool] = True
 
     def validate_config(self, config: Mapping[str, Any]) -> None:
-        try:
-            cfg = SimilarityConfig.model_validate(dict(config))
-        except ValidationError as exc:
-            raise ValueError(str(exc)) from None
+        cfg = parse_config(SimilarityConfig, config)
         if cfg.metric is not None:
             try:
                 require(cfg.metric)
