@@ -197,6 +197,7 @@ def test_the_page_shows_the_configured_models_calibration_against_the_results(
         _assert_figures(tab, logp)
         assert _text(tab, "#sur-usable") == str(n_logp)
         assert tab.locator("#sur-target-note").count() == 0
+        assert "computed again when the oracle records a result" in _text(tab, "#sur-computed")
         tab.set_viewport_size({"width": 1280, "height": 800})
         tab.locator("#surrogate").screenshot(path=str(IMG / "console-oracle-surrogate-1280.png"))
         tab.set_viewport_size({"width": 390, "height": 844})
