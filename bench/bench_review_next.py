@@ -155,6 +155,9 @@ def main() -> None:
 
     url, pg_name = new_database(args.db, "bench_review")
     os.environ["VERIFIER_DATABASE__URL"] = url
+    # Reviewers keep every task they claim (the module's docstring): no cap on how many one
+    # holds (review.max_live_leases is 3 for people); the spawned processes inherit it.
+    os.environ["VERIFIER_REVIEW__MAX_LIVE_LEASES"] = str(args.claims + 2)
     get_settings.cache_clear()
     reset_engine_cache()
     try:
