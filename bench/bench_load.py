@@ -86,6 +86,20 @@ def labelled(smiles: list[str]) -> Iterator[str]:
                 yield variant
 
 
+def tree_rss(roots: list[psutil.Process]) -> Iterator[tuple[psutil.Process, int]]:
+    """Each process under the roots (the roots too) that is still there, with its RSS now."""
+    for root in roots:
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            continue
+        for process in tree:
+            try:
+                yield process, process.memory_info().rss
+            except psutil.Error:
+                continue
+
+
 class PeakRss:
     """Samples the RSS of every process under the roots; keeps the peak per process."""
 
@@ -109,18 +123,9 @@ class PeakRss:
 
     def _run(self) -> None:
         while not self._stop.wait(0.5):
-            for root in self.roots:
-                try:
-                    tree = [root, *root.children(recursive=True)]
-                except psutil.Error:
-                    continue
-                for process in tree:
-                    try:
-                        rss = process.memory_info().rss
-                    except psutil.Error:
-                        continue
-                    label = self._label(process)
-                    self.peaks[label] = max(self.peaks[label], rss)
+            for process, rss in tree_rss(self.roots):
+                label = self._label(process)
+                self.peaks[label] = max(self.peaks[label], rss)
 
     def __enter__(self) -> PeakRss:
         self._thread.start()

@@ -36,7 +36,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_load import Tally, make_batch, nci, trainer
+from bench_load import Tally, make_batch, nci, trainer, tree_rss
 from harness import embedded, postgres
 
 
@@ -68,16 +68,8 @@ class RssSamples:
         while True:
             now = time.monotonic() - self.started
             self.items.append((now, self.done()))
-            for root in self.roots:
-                try:
-                    tree = [root, *root.children(recursive=True)]
-                except psutil.Error:
-                    continue
-                for process in tree:
-                    try:
-                        self.samples[self._label(process)].append((now, process.memory_info().rss))
-                    except psutil.Error:
-                        continue
+            for process, rss in tree_rss(self.roots):
+                self.samples[self._label(process)].append((now, rss))
             if self._stop.wait(self.every):
                 return
 
