@@ -2,9 +2,14 @@
 
 Tens to hundreds of milliseconds per molecule. The score is the learned model's prediction
 mapped linearly onto [0, 1] when a model is configured, otherwise exp(-strain / scale).
-The uncertainty is the model's ensemble standard deviation times the calibration scale stored
-with the model (`surrogate_model.SurrogateModel.predict`; what the ladder's gates read), in the
-units of the model's target, not of the score.
+The uncertainty is in the score's units, so a gate can set it beside the score
+(`abs(score - 0.8) < 2 * uncertainty`): the model's calibrated standard deviation (ensemble
+spread times the scale stored with the model, `surrogate_model.SurrogateModel.predict`) carried
+through the score's mapping, half the width of [score(mean - std), score(mean + std)] after
+clipping to [0, 1]. A molecule predicted far outside the scored window is sure of its score and
+has an uncertainty near 0. Without a model, or when the score is the strain's, it is null: the
+model's spread says nothing about that score. The spread in the target's units is the
+`model_std` component.
 """
 
 from __future__ import annotations
@@ -259,9 +264,12 @@ class ChemSurrogateTier:
         if prediction is not None:
             mean, std = prediction
             components["model_prediction"] = mean
-            uncertainty = std
             if std is not None:
                 components["model_std"] = std
+                if cfg.score in {"auto", "model"}:
+                    uncertainty = score_uncertainty(
+                        mean, std, cfg.model_score_low, cfg.model_score_high
+                    )
             model = self._model
             target = model.target if model is not None else "value"
             spread = f" +/- {fmt(std)}" if std is not None else ""
@@ -347,8 +355,7 @@ class ChemSurrogateTier:
 
         use_model = prediction is not None and cfg.score in {"auto", "model"}
         if use_model and prediction is not None:
-            span = cfg.model_score_high - cfg.model_score_low
-            score = (prediction[0] - cfg.model_score_low) / span
+            score = model_score(prediction[0], cfg.model_score_low, cfg.model_score_high)
         elif geometry is not None:
             score = math.exp(-geometry.strain_kcal / cfg.strain_scale_kcal)
         else:  # pragma: no cover - the config validator rules this out
@@ -376,3 +383,15 @@ class ChemSurrogateTier:
             components=components,
             feedback=" ".join(feedback),
         )
+
+
+def model_score(prediction: float, low: float, high: float) -> float:
+    """A prediction mapped linearly onto the score (low -> 0, high -> 1), clipped to [0, 1]."""
+    return min(max((prediction - low) / (high - low), 0.0), 1.0)
+
+
+def score_uncertainty(mean: float, std: float, low: float, high: float) -> float:
+    """A prediction's standard deviation in the score's units: half the width of the clipped
+    score interval of mean +/- std (std / |high - low| inside the window, less at its edges)."""
+    ends = (model_score(mean - std, low, high), model_score(mean + std, low, high))
+    return abs(ends[1] - ends[0]) / 2.0

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from tiers.base import Candidate, Tier, VerdictStatus
 from tiers.chem.settings import ChemSettings
-from tiers.chem.surrogate import ChemSurrogateTier
+from tiers.chem.surrogate import ChemSurrogateTier, score_uncertainty
 from tiers.chem.surrogate_model import (
     MODEL_FORMAT,
     SurrogateModel,
@@ -178,8 +178,13 @@ def test_learned_model_prediction_and_uncertainty(model_path: Path) -> None:
     for smiles, v in zip(test_smiles, verdicts, strict=True):
         assert v.status == VerdictStatus.passed
         assert v.uncertainty is not None
-        assert v.uncertainty == v.components["model_std"] >= 0.0
-        pred = v.components["model_prediction"]
+        pred, std = v.components["model_prediction"], v.components["model_std"]
+        # The uncertainty is in the score's units (the logP window -2..8 is 10 wide), so a
+        # gate can compare it with the score; model_std stays in logP units.
+        low_end, high_end = ((pred - std + 2) / 10, (pred + std + 2) / 10)
+        expected = (min(max(high_end, 0.0), 1.0) - min(max(low_end, 0.0), 1.0)) / 2
+        assert v.uncertainty == pytest.approx(expected)
+        assert 0.0 <= v.uncertainty <= 0.5
         assert v.score == pytest.approx(min(max((pred + 2) / 10, 0.0), 1.0))
         errors.append(abs(pred - Crippen.MolLogP(Chem.MolFromSmiles(smiles))))
     # Compared with always predicting the training mean, the forest's error is much smaller.
@@ -296,10 +301,37 @@ def test_uncertainty_is_calibrated_on_molecules_never_seen(model_path: Path) -> 
     assert abs(covered - 0.95) < abs(covered_raw - 0.95)
     # What the tier reports (and the ladder's gates read) is the calibrated std.
     tier = ChemSurrogateTier(ChemSettings(surrogate_model_path=model_path))
-    (verdict,) = tier.verify_batch([mol(ASPIRIN)], {"forcefield": False, "xtb": False})
+    window = {"model_score_low": -2.0, "model_score_high": 8.0}
+    (verdict,) = tier.verify_batch([mol(ASPIRIN)], {"forcefield": False, "xtb": False, **window})
     aspirin_std = model.predict([Chem.MolFromSmiles(ASPIRIN)])[1]
     assert aspirin_std is not None
-    assert verdict.uncertainty == pytest.approx(float(aspirin_std[0]))
+    assert verdict.components["model_std"] == pytest.approx(float(aspirin_std[0]))
+    assert verdict.uncertainty == pytest.approx(float(aspirin_std[0]) / 10.0)
+
+
+def test_uncertainty_is_in_score_units_and_shrinks_outside_the_window() -> None:
+    # Inside the window: the std divided by the window's width (either direction).
+    assert score_uncertainty(3.0, 0.5, -2.0, 8.0) == pytest.approx(0.05)
+    assert score_uncertainty(3.0, 0.5, 8.0, -2.0) == pytest.approx(0.05)
+    # Predicted far above the window: the score is 1 whichever way the error goes.
+    assert score_uncertainty(20.0, 1.0, -2.0, 8.0) == 0.0
+    # Straddling the top edge: only the part of the interval below it counts.
+    assert score_uncertainty(8.0, 1.0, -2.0, 8.0) == pytest.approx(0.05)
+
+
+def test_a_gate_near_the_threshold_is_not_open_for_every_molecule(model_path: Path) -> None:
+    # drug-likeness's DFT gate: score >= 0.8 or |score - 0.8| < 2 * uncertainty. With the
+    # uncertainty in logP units (~1) the second clause held for every molecule; in score units
+    # it holds only for those the model cannot tell apart from 0.8.
+    tier = ChemSurrogateTier(ChemSettings(surrogate_model_path=model_path))
+    config = {"forcefield": False, "xtb": False, "model_score_low": -2, "model_score_high": 8}
+    verdicts = tier.verify_batch([mol(s) for s in nci_smiles(40, start=2000)], config)
+    opened = [
+        v for v in verdicts
+        if (v.score or 0) >= 0.8 or abs((v.score or 0) - 0.8) < 2 * (v.uncertainty or 0)
+    ]  # fmt: skip
+    print(f"gate opened for {len(opened)} of {len(verdicts)}; old units would open all")
+    assert 0 < len(opened) < len(verdicts) // 2
 
 
 @pytest.mark.parametrize("spread", [3.0, 0.4])
