@@ -1,7 +1,8 @@
 """The reviewers' web pages: queues, the task page and its no-JavaScript form fallback.
 
-Server-rendered (Jinja2) on the review service; the page's script (static/review.js) talks to
-the JSON API of `endpoints.py` for heartbeats, drafts, submit and the preloaded next task.
+Server-rendered (Jinja2) on the review service; the page's script (the ES modules of
+static/review/, started by main.js) talks to the JSON API of `endpoints.py` for heartbeats,
+drafts, submit and the preloaded next task.
 """
 
 from __future__ import annotations
