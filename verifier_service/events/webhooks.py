@@ -155,30 +155,31 @@ def signature(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(digest).decode()
 
 
-# ---------------------------------------------------------------- one attempt
+# ---------------------------------------------------------------- one signed POST
 
 
-@lru_cache(maxsize=2)
+@lru_cache(maxsize=4)
 def _client(timeout_s: float) -> httpx.Client:
-    # One per worker process (connections reused). No redirects: one could lead past the
-    # allowed hosts.
+    # One per worker process and timeout (connections reused). No redirects: one could lead past
+    # the hosts the caller checked.
     return httpx.Client(timeout=timeout_s, follow_redirects=False)
 
 
-def _post(
-    url: str, msg_id: str, body: bytes, settings: WebhookSettings
+def post_signed(
+    url: str, msg_id: str, body: bytes, secret: str, timeout_s: float
 ) -> tuple[int | None, str | None]:
-    assert settings.secret is not None
+    """POST `body` (JSON) to `url` signed as Standard Webhooks with `secret` (`whsec_<base64>`):
+    the HTTP status (None when no answer came) and the error (None on a 2xx)."""
     timestamp = int(time.time())
     headers = {
         "content-type": "application/json",
         "user-agent": f"verifier-service/{__version__}",
         "webhook-id": msg_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": signature(settings.secret.get_secret_value(), msg_id, timestamp, body),
+        "webhook-signature": signature(secret, msg_id, timestamp, body),
     }
     try:
-        response = _client(settings.timeout_s).post(url, content=body, headers=headers)
+        response = _client(timeout_s).post(url, content=body, headers=headers)
     except httpx.HTTPError as exc:
         return None, f"{type(exc).__name__}: {exc}"[:1000]
     if 200 <= response.status_code < 300:
@@ -186,9 +187,12 @@ def _post(
     return response.status_code, f"HTTP {response.status_code}: {response.text[:200]}"
 
 
-def retry_delay_s(number: int, settings: WebhookSettings) -> float:
-    """Wait after failed attempt `number` (1-based): doubling from retry_first_s, capped."""
-    return float(min(settings.retry_first_s * 2.0 ** (number - 1), settings.retry_max_s))
+def backoff_s(attempt: int, first_s: float, max_s: float) -> float:
+    """Wait after failed attempt `attempt` (1-based): doubling from `first_s`, capped at `max_s`."""
+    return float(min(first_s * 2.0 ** (attempt - 1), max_s))
+
+
+# ---------------------------------------------------------------- one delivery attempt
 
 
 def attempt(delivery_id: str) -> str | None:
@@ -220,8 +224,11 @@ def attempt(delivery_id: str) -> str | None:
 
     started, clock = utcnow(), time.perf_counter()
     why = resolved_refusal(url, settings)
+    secret = settings.secret.get_secret_value()
     status_code, error = (
-        (None, f"refused: {why}") if why else _post(url, delivery_id, body, settings)
+        (None, f"refused: {why}")
+        if why
+        else post_signed(url, delivery_id, body, secret, settings.timeout_s)
     )
     duration_ms = (time.perf_counter() - clock) * 1000
 
@@ -238,7 +245,8 @@ def attempt(delivery_id: str) -> str | None:
                 status_code=status_code, error=error, duration_ms=round(duration_ms, 3),
             ),
         )  # fmt: skip
-        next_at = now + timedelta(seconds=retry_delay_s(number, settings))
+        wait_s = backoff_s(number, settings.retry_first_s, settings.retry_max_s)
+        next_at = now + timedelta(seconds=wait_s)
         if error is None:
             delivery.status, delivery.finished_at, delivery.next_attempt_at = "delivered", now, None
         elif why is not None or next_at > created_at + timedelta(seconds=settings.retry_for_s):

@@ -6,49 +6,18 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from functools import lru_cache
 
-import httpx
 import structlog
 
-from tiers.oracle import OracleDefinition
-from verifier_service import __version__
 from verifier_service.core import outbox
 from verifier_service.core.db import transaction, utcnow
 from verifier_service.core.outbox import OutboxMessage
-from verifier_service.oracle import repository, service, signing
+from verifier_service.events.webhooks import backoff_s, post_signed
+from verifier_service.oracle import repository, service
 from verifier_service.oracle.models import OracleAttempt
 from verifier_service.settings import get_settings
 
 log = structlog.get_logger(__name__)
-
-
-@lru_cache(maxsize=4)
-def _client(timeout_s: float) -> httpx.Client:
-    # One per worker process. No redirects: one could lead where the operator did not say.
-    return httpx.Client(timeout=timeout_s, follow_redirects=False)
-
-
-def _post(found: OracleDefinition, batch_id: str, body: bytes) -> tuple[int | None, str | None]:
-    assert found.url is not None
-    assert found.secret is not None
-    headers = {
-        "content-type": "application/json",
-        "user-agent": f"verifier-service/{__version__}",
-        **signing.headers(found.secret.get_secret_value(), batch_id, body),
-    }
-    try:
-        response = _client(found.timeout_s).post(found.url, content=body, headers=headers)
-    except httpx.HTTPError as exc:
-        return None, f"{type(exc).__name__}: {exc}"[:1000]
-    if 200 <= response.status_code < 300:
-        return response.status_code, None
-    return response.status_code, f"HTTP {response.status_code}: {response.text[:200]}"
-
-
-def retry_delay_s(number: int, found: OracleDefinition) -> float:
-    """Wait after failed attempt `number` (1-based): doubling from retry_first_s, capped."""
-    return float(min(found.retry_first_s * 2.0 ** (number - 1), found.retry_max_s))
 
 
 def attempt(batch_id: str) -> str | None:
@@ -75,7 +44,10 @@ def attempt(batch_id: str) -> str | None:
         number, created_at = batch.attempts + 1, batch.retry_from or batch.created_at
 
     started, clock = utcnow(), time.perf_counter()
-    status_code, error = _post(found, batch_id, body)
+    assert found.url is not None
+    assert found.secret is not None
+    secret = found.secret.get_secret_value()
+    status_code, error = post_signed(found.url, batch_id, body, secret, found.timeout_s)
     duration_ms = (time.perf_counter() - clock) * 1000
 
     retry: OutboxMessage | None = None
@@ -90,7 +62,8 @@ def attempt(batch_id: str) -> str | None:
                 error=error, duration_ms=round(duration_ms, 3),
             )
         )  # fmt: skip
-        next_at = now + timedelta(seconds=retry_delay_s(number, found))
+        wait_s = backoff_s(number, found.retry_first_s, found.retry_max_s)
+        next_at = now + timedelta(seconds=wait_s)
         if error is None:
             batch.state, batch.sent_at, batch.next_attempt_at = "sent", now, None
         elif next_at > created_at + timedelta(seconds=found.retry_for_s):
