@@ -33,7 +33,20 @@ from support import (
     start_service,
 )
 
-from verifier_service.oracle import signing
+from verifier_service.events.webhooks import signature
+
+
+def signed_headers(
+    secret: str, msg_id: str, body: bytes, timestamp: int | None = None
+) -> dict[str, str]:
+    """A push's webhook-id, -timestamp and -signature headers, signed as the service signs."""
+    at = int(time.time()) if timestamp is None else timestamp
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(at),
+        "webhook-signature": signature(secret, msg_id, at, body),
+    }
+
 
 SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 SCHEMA = {"logp": {"unit": "log units", "min": -30, "max": 30}}
@@ -298,13 +311,13 @@ def test_a_forged_push_is_refused_by_the_partner(lab: Lab) -> None:
     forged = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
     taken = len(lab.batches)
     for headers in (
-        signing.headers(forged, "ob_forged", body),
-        {**signing.headers(SECRET, "ob_forged", body), "webhook-id": "ob_other"},
-        signing.headers(SECRET, "ob_forged", body, timestamp=int(time.time()) - 3600),
+        signed_headers(forged, "ob_forged", body),
+        {**signed_headers(SECRET, "ob_forged", body), "webhook-id": "ob_other"},
+        signed_headers(SECRET, "ob_forged", body, timestamp=int(time.time()) - 3600),
     ):
         answer = httpx.post(lab.url, content=body, headers=headers)
         assert answer.status_code == 401, answer.text
-    good = httpx.post(lab.url, content=body, headers=signing.headers(SECRET, "ob_forged", body))
+    good = httpx.post(lab.url, content=body, headers=signed_headers(SECRET, "ob_forged", body))
     assert good.status_code == 202
     assert len(lab.batches) == taken + 1
 
@@ -560,11 +573,11 @@ def test_the_example_partner_verifies_our_signature() -> None:
     partner = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(partner)
     body = b'{"type": "oracle.batch"}'
-    assert partner.verify_push(SECRET, signing.headers(SECRET, "ob_1", body), body)
+    assert partner.verify_push(SECRET, signed_headers(SECRET, "ob_1", body), body)
     forged = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
-    assert not partner.verify_push(SECRET, signing.headers(forged, "ob_1", body), body)
-    assert not partner.verify_push(SECRET, signing.headers(SECRET, "ob_1", body), body + b" ")
-    old = signing.headers(SECRET, "ob_1", body, timestamp=int(time.time()) - 3600)
+    assert not partner.verify_push(SECRET, signed_headers(forged, "ob_1", body), body)
+    assert not partner.verify_push(SECRET, signed_headers(SECRET, "ob_1", body), body + b" ")
+    old = signed_headers(SECRET, "ob_1", body, timestamp=int(time.time()) - 3600)
     assert not partner.verify_push(SECRET, old, body)
 
 
