@@ -19,6 +19,11 @@ from support import (
     start_service,
 )
 
+from verifier_service.core.db import reset_engine_cache
+from verifier_service.core.migrate import upgrade
+from verifier_service.settings import get_settings
+from verifier_service.wiring import configure_tiers
+
 #: What a test module contains when its tests start processes of their own (the API, Celery
 #: workers, `dev`), containers or a browser: such tests are marked `live`.
 LIVE_SIGNS = ("start_service(", "live_service", "browser", "docker", "subprocess", "Popen",
@@ -63,6 +68,42 @@ def own_pg_url() -> Iterator[str]:
     """A fresh PostgreSQL database for one test: no rewards cached by other tests."""
     with fresh_database() as url:
         yield url
+
+
+@pytest.fixture
+def database_env() -> dict[str, str]:
+    """Settings (VERIFIER_...) beyond the URLs that `in_process_database` sets: a module that
+    needs some (an oracle's definition) overrides this fixture."""
+    return {}
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def in_process_database(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    redis_url: str,
+    database_env: dict[str, str],
+) -> Iterator[str]:
+    """This process's settings pointed at a fresh, migrated database (PostgreSQL, then the
+    embedded default's SQLite) and the session's Redis, with the tiers configured: the domain
+    services then run here, in the test, on real storage. Yields the database URL."""
+    if request.param == "postgresql":
+        url = request.getfixturevalue("own_pg_url")
+    else:
+        url = f"sqlite:///{tmp_path / 'in-process.db'}"
+    for name, value in {
+        "VERIFIER_DATABASE__URL": url, "VERIFIER_BROKER__URL": redis_url, **database_env,
+    }.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    reset_engine_cache()
+    upgrade(url)
+    configure_tiers(get_settings())
+    yield url
+    reset_engine_cache()
+    monkeypatch.undo()
+    get_settings.cache_clear()
 
 
 @pytest.fixture(scope="session")

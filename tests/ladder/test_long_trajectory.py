@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import event
 
-from verifier_service.core.db import get_engine, reset_engine_cache, transaction
-from verifier_service.core.migrate import upgrade
+from verifier_service.core.db import get_engine, transaction
 from verifier_service.jobs import service as jobs
 from verifier_service.jobs.schemas import RewardRequest
 from verifier_service.ladder.execute import execute
@@ -27,30 +24,14 @@ from verifier_service.ladder.models import Item, Job
 from verifier_service.ladder.operations import cancel_job
 from verifier_service.ladder.runs import prepare_tier_run, record_tier_run
 from verifier_service.policies import service as policies
-from verifier_service.settings import get_settings
-from verifier_service.wiring import configure_tiers
 
 SCHEMA = {"type": "object", "required": ["tool"], "properties": {"tool": {"type": "string"}}}
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
-def database(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, redis_url: str
-) -> Iterator[str]:
-    if request.param == "postgresql":
-        url = request.getfixturevalue("own_pg_url")
-    else:
-        url = f"sqlite:///{tmp_path / 'ladder.db'}"
-    monkeypatch.setenv("VERIFIER_DATABASE__URL", url)
-    monkeypatch.setenv("VERIFIER_BROKER__URL", redis_url)
-    get_settings.cache_clear()
-    reset_engine_cache()
-    upgrade(url)
-    configure_tiers(get_settings())
-    yield url
-    reset_engine_cache()
-    monkeypatch.undo()
-    get_settings.cache_clear()
+@pytest.fixture
+def database(in_process_database: str) -> str:
+    """A fresh database of either kind, this process's settings on it (tests/conftest.py)."""
+    return in_process_database
 
 
 class Statements:

@@ -8,16 +8,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
 from verifier_service.auth.schemas import AuthenticatedPrincipal
-from verifier_service.core.db import reset_engine_cache, transaction
-from verifier_service.core.migrate import upgrade
+from verifier_service.core.db import transaction
 from verifier_service.jobs import service as jobs
 from verifier_service.jobs.schemas import RewardRequest
 from verifier_service.ladder.models import CostLedgerEntry, Item
@@ -30,8 +27,6 @@ from verifier_service.oracle.errors import (
 )
 from verifier_service.oracle.schemas import ClaimOut, ResultsIn
 from verifier_service.policies import service as policies
-from verifier_service.settings import get_settings
-from verifier_service.wiring import configure_tiers
 
 PLATE = "plate"
 PARTNER = AuthenticatedPrincipal(name=PLATE, roles=frozenset({"oracle"}), via="key")
@@ -48,25 +43,15 @@ DEFINITION = {
 }
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
-def database(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, redis_url: str
-) -> Iterator[str]:
-    if request.param == "postgresql":
-        url = request.getfixturevalue("own_pg_url")
-    else:
-        url = f"sqlite:///{tmp_path / 'oracle.db'}"
-    monkeypatch.setenv("VERIFIER_DATABASE__URL", url)
-    monkeypatch.setenv("VERIFIER_BROKER__URL", redis_url)
-    monkeypatch.setenv("VERIFIER_ORACLES__DEFINITIONS", json.dumps({PLATE: DEFINITION}))
-    get_settings.cache_clear()
-    reset_engine_cache()
-    upgrade(url)
-    configure_tiers(get_settings())
-    yield url
-    reset_engine_cache()
-    monkeypatch.undo()
-    get_settings.cache_clear()
+@pytest.fixture
+def database_env() -> dict[str, str]:
+    return {"VERIFIER_ORACLES__DEFINITIONS": json.dumps({PLATE: DEFINITION})}
+
+
+@pytest.fixture
+def database(in_process_database: str) -> str:
+    """A fresh database of either kind, this process's settings on it (tests/conftest.py)."""
+    return in_process_database
 
 
 def _policy(**config: Any) -> str:
