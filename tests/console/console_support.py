@@ -1,4 +1,5 @@
-"""What the console tests share: the operator's password, the jobs the service ran."""
+"""What the console tests share: the operator's password, a service of a module's own with its
+operator, the jobs the service ran, a signed-in tab, and the checks the browser tests make."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support import Service
+import pytest
+from support import Service, private_backends, start_service
 
 OPERATOR_PASSWORD = "correct horse battery staple"
 
@@ -30,6 +32,38 @@ class Console:
     operator: str
     jobs: list[dict[str, Any]] = field(default_factory=list)
     principals: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def private_console(
+    tmp_path_factory: pytest.TempPathFactory, name: str, **env: str
+) -> Iterator[Console]:
+    """A service on its own database and Redis (so every count is exact) running the ladder,
+    tier.fast and callbacks workers, with an operator who signs in with OPERATOR_PASSWORD."""
+    with private_backends(name) as (pg_url, redis_url):
+        service = start_service(
+            tmp_path_factory.mktemp(name),
+            "ladder,tier.fast,callbacks",
+            VERIFIER_DATABASE__URL=pg_url,
+            VERIFIER_BROKER__URL=redis_url,
+            **env,
+        )
+        try:
+            operator = f"op-{uuid.uuid4().hex[:6]}"
+            made = service.cli(
+                "users", "create", "--role", "operator", operator, stdin=OPERATOR_PASSWORD + "\n"
+            )
+            assert made.returncode == 0, made.stderr
+            yield Console(service=service, operator=operator)
+        finally:
+            service.stop_all()
+
+
+def make_policy(console: Console, document: dict[str, Any]) -> None:
+    """Store the policy `document` (its first version, active)."""
+    with console.service.client() as client:
+        made = client.post("/v1/policies", json={"document": document})
+    assert made.status_code == 201, made.text
 
 
 @contextmanager

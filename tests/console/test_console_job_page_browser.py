@@ -13,8 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_support import OPERATOR_PASSWORD, Console, operator_tab, scrolls_sideways
-from support import private_backends, start_service
+from console_support import (
+    Console,
+    make_policy,
+    operator_tab,
+    private_console,
+    scrolls_sideways,
+    shots,
+)
 
 SCHEMA = {"type": "object", "required": ["tool"], "properties": {"tool": {"type": "string"}}}
 SHOTS = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tempfile.mkdtemp(prefix="cjob-shots-"))
@@ -23,41 +29,16 @@ RUBRIC = {"dimensions": [{"name": "ok", "type": "score", "min": 1, "max": 2}]}
 
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    with private_backends("cjob") as (pg_url, redis_url):
-        service = start_service(
-            tmp_path_factory.mktemp("cjob"),
-            "ladder,tier.fast,callbacks",
-            VERIFIER_DATABASE__URL=pg_url,
-            VERIFIER_BROKER__URL=redis_url,
-        )
-        try:
-            operator = f"op-{uuid.uuid4().hex[:6]}"
-            made = service.cli(
-                "users", "create", "--role", "operator", operator, stdin=OPERATOR_PASSWORD + "\n"
-            )
-            assert made.returncode == 0, made.stderr
-            yield Console(service=service, operator=operator)
-        finally:
-            service.stop_all()
-
-
-def _policy(console: Console, name: str, ladders: dict[str, Any]) -> None:
-    with console.service.client() as client:
-        made = client.post("/v1/policies", json={"document": {"name": name, "ladders": ladders}})
-    assert made.status_code == 201, made.text
-
-
-def _shots(tab: Any, folder: Path, name: str) -> None:
-    """The page at desktop and phone width (copies of them are in docs/img/)."""
-    tab.set_viewport_size({"width": 1280, "height": 800})
-    tab.screenshot(path=str(folder / f"{name}-1280.png"), full_page=True)
-    tab.set_viewport_size({"width": 390, "height": 844})
-    tab.screenshot(path=str(folder / f"{name}-390.png"), full_page=True)
+    with private_console(tmp_path_factory, "cjob") as state:
+        yield state
 
 
 def test_a_trajectory_row_shows_its_steps_rewards_and_cost(console: Console, browser: Any) -> None:
     name = f"traj-{uuid.uuid4().hex[:6]}"
-    _policy(console, name, {"json": [{"tier": "schema", "config": {"schema": SCHEMA}}]})
+    make_policy(
+        console,
+        {"name": name, "ladders": {"json": [{"tier": "schema", "config": {"schema": SCHEMA}}]}},
+    )
     marker = uuid.uuid4().hex
     trajectory = {
         "kind": "trajectory",
@@ -95,8 +76,9 @@ def test_a_trajectory_row_shows_its_steps_rewards_and_cost(console: Console, bro
         assert sum(costs) == paths["job"]["cost_units"]  # the rows add up to the job's cost
         shown = tab.locator("#items td.item-cost").all_inner_texts()
         assert shown == [f"{c:.3f}" for c in costs]
-        _shots(tab, SHOTS, "console-job-trajectory")
-        # At 390 px (where _shots leaves it) a row is a card: nothing scrolls sideways, neither
+        shots(tab, SHOTS, "console-job-trajectory", fits_390=True)
+        tab.set_viewport_size({"width": 390, "height": 844})
+        # At 390 px a row is a card: nothing scrolls sideways, neither
         # the items' table in its card nor the page, and each value says its column.
         assert tab.evaluate("window.innerWidth") == 390
         assert scrolls_sideways(tab, "#items") == []
@@ -108,7 +90,7 @@ def test_a_trajectory_row_shows_its_steps_rewards_and_cost(console: Console, bro
 def test_a_cancelled_job_says_so_and_is_found_by_its_status(console: Console, browser: Any) -> None:
     name = f"people-{uuid.uuid4().hex[:6]}"
     human = {"tier": "human", "config": {"queue": name, "rubric": RUBRIC}}
-    _policy(console, name, {"text": [human]})
+    make_policy(console, {"name": name, "ladders": {"text": [human]}})
     item = {"kind": "text", "payload": {"text": uuid.uuid4().hex}}
     with console.service.client() as client:
         posted = client.post("/v1/rewards", json={"policy": name, "items": [item]})
@@ -124,7 +106,7 @@ def test_a_cancelled_job_says_so_and_is_found_by_its_status(console: Console, br
         assert tab.locator("#job-status").inner_text() == "cancelled"
         reason = tab.locator("#items tbody tr .reason").inner_text()
         assert reason.startswith(f"cancelled: by operator {console.operator}")
-        _shots(tab, SHOTS, "console-job-cancelled")
+        shots(tab, SHOTS, "console-job-cancelled", fits_390=True)
         tab.goto(f"{console.service.base_url}/console/jobs?policy={name}")
         tab.get_by_label("Status").select_option("cancelled")
         with tab.expect_navigation():

@@ -17,10 +17,17 @@ from typing import Any
 
 import httpx
 import pytest
-from console_support import OPERATOR_PASSWORD, Console, operator_tab, said_once, shots, until
+from console_support import (
+    Console,
+    make_policy,
+    operator_tab,
+    private_console,
+    said_once,
+    shots,
+    until,
+)
 from console_support import asks_with_keyboard as _asks_with_keyboard
 from console_support import yes_with_keyboard as _yes_with_keyboard
-from support import private_backends, start_service
 
 SHOTS = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tempfile.mkdtemp(prefix="polish-shots-"))
 RUBRIC = {"dimensions": [{"name": "verdict", "type": "label", "labels": ["good", "bad"]}]}
@@ -63,35 +70,15 @@ CUT_LABELS_JS = """() => [...document.querySelectorAll('table.cards td[data-labe
 
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    with private_backends("cpolish") as (pg_url, redis_url):
-        service = start_service(
-            tmp_path_factory.mktemp("cpolish"),
-            "ladder,tier.fast,callbacks",
-            VERIFIER_DATABASE__URL=pg_url,
-            VERIFIER_BROKER__URL=redis_url,
-        )
-        try:
-            operator = f"op-{uuid.uuid4().hex[:6]}"
-            made = service.cli(
-                "users", "create", "--role", "operator", operator, stdin=OPERATOR_PASSWORD + "\n"
-            )
-            assert made.returncode == 0, made.stderr
-            yield Console(service=service, operator=operator)
-        finally:
-            service.stop_all()
-
-
-def _policy(console: Console, document: dict[str, Any]) -> None:
-    with console.service.client() as client:
-        made = client.post("/v1/policies", json={"document": document})
-    assert made.status_code == 201, made.text
+    with private_console(tmp_path_factory, "cpolish") as state:
+        yield state
 
 
 def test_replay_activate_asks_first_then_says_what_it_did(console: Console, browser: Any) -> None:
     name = f"replayed-{uuid.uuid4().hex[:6]}"
     for version in (1, 2):
         config = {"schema": {**SCHEMA, "title": f"v{version}"}}
-        _policy(
+        make_policy(
             console, {"name": name, "ladders": {"json": [{"tier": "schema", "config": config}]}}
         )
     with console.service.client() as client:  # v2 stored as a draft, v1 still active
@@ -237,7 +224,7 @@ def test_one_reviewers_page_and_the_old_address_leads_there(console: Console, br
 def test_job_kpis_and_the_queues_fit_a_phone(console: Console, browser: Any) -> None:
     queue = f"phone-{uuid.uuid4().hex[:6]}"
     human = {"tier": "human", "config": {"queue": queue, "rubric": RUBRIC}}
-    _policy(console, {"name": queue, "ladders": {"text": [human]}})
+    make_policy(console, {"name": queue, "ladders": {"text": [human]}})
     items = [{"kind": "text", "payload": {"text": uuid.uuid4().hex}} for _ in range(2)]
     with console.service.client() as client:
         posted = client.post("/v1/rewards", json={"policy": queue, "items": items})

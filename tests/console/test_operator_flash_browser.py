@@ -20,9 +20,17 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from console_support import OPERATOR_PASSWORD, Console, operator_tab, said_once, shots, until
+from console_support import (
+    OPERATOR_PASSWORD,
+    Console,
+    make_policy,
+    operator_tab,
+    private_console,
+    said_once,
+    shots,
+    until,
+)
 from console_support import confirm_with_keyboard as _confirm_with_keyboard
-from support import private_backends, start_service
 
 from verifier_service.core.presence import PAUSED_KEY, drain_key
 
@@ -45,23 +53,10 @@ CONTRAST_JS = """el => {
 
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    with private_backends("cflash") as (pg_url, redis_url):
-        service = start_service(
-            tmp_path_factory.mktemp("cflash"),
-            "ladder,tier.fast,callbacks",
-            VERIFIER_DATABASE__URL=pg_url,
-            VERIFIER_BROKER__URL=redis_url,
-            VERIFIER_WORKER__CONTROL_POLL_S="0.3",
-        )
-        try:
-            operator = f"op-{uuid.uuid4().hex[:6]}"
-            made = service.cli(
-                "users", "create", "--role", "operator", operator, stdin=OPERATOR_PASSWORD + "\n"
-            )
-            assert made.returncode == 0, made.stderr
-            yield Console(service=service, operator=operator)
-        finally:
-            service.stop_all()
+    with private_console(
+        tmp_path_factory, "cflash", VERIFIER_WORKER__CONTROL_POLL_S="0.3"
+    ) as state:
+        yield state
 
 
 @pytest.fixture(autouse=True)
@@ -73,16 +68,10 @@ def _nothing_paused_or_drained_after(console: Console) -> Iterator[None]:
         broker.delete(key)
 
 
-def _policy(console: Console, document: dict[str, Any]) -> None:
-    with console.service.client() as client:
-        made = client.post("/v1/policies", json={"document": document})
-    assert made.status_code == 201, made.text
-
-
 def test_cancel_asks_first_then_says_once_what_it_did(console: Console, browser: Any) -> None:
     queue = f"cancel-{uuid.uuid4().hex[:6]}"
     human = {"tier": "human", "config": {"queue": queue, "rubric": RUBRIC}}
-    _policy(console, {"name": queue, "ladders": {"text": [human]}})
+    make_policy(console, {"name": queue, "ladders": {"text": [human]}})
     items = [{"kind": "text", "payload": {"text": uuid.uuid4().hex}} for _ in range(2)]
     with console.service.client() as client:
         posted = client.post("/v1/rewards", json={"policy": queue, "items": items})
@@ -186,7 +175,7 @@ def test_activate_and_roll_back_ask_say_and_the_button_is_readable(
     name = f"flip-{uuid.uuid4().hex[:6]}"
     for version in (1, 2):
         config = {"schema": {**SCHEMA, "title": f"v{version}"}}
-        _policy(
+        make_policy(
             console, {"name": name, "ladders": {"json": [{"tier": "schema", "config": config}]}}
         )
     path = f"/console/policies/{name}"
@@ -235,7 +224,7 @@ def test_overview_bars_review_time_oldest_waiting_and_reviewers_pace(
     gate = "verdicts['schema'].status == 'passed'"
     human = {"tier": "human", "gate": gate, "config": {"queue": queue, "rubric": RUBRIC}}
     schema = {"tier": "schema", "config": {"schema": SCHEMA}}
-    _policy(console, {"name": queue, "ladders": {"json": [schema, human]}})
+    make_policy(console, {"name": queue, "ladders": {"json": [schema, human]}})
     # 9 tool calls, 7 of them valid: 7 of 9 (77.8 %) climb to people.
     items = [{"kind": "json", "payload": {"tool": f"t{i}"}} for i in range(7)]
     items += [{"kind": "json", "payload": {"no": i}} for i in range(2)]

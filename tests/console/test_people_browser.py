@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from console_support import Console, operator_tab, said_once
+from console_support import Console, operator_tab, said_once, shots
 
 IMG = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tempfile.mkdtemp(prefix="people-shots-"))
 
@@ -120,15 +120,6 @@ def page(console: Console, browser: Any) -> Iterator[Any]:
         yield tab
 
 
-def _shots(page: Any, name: str) -> None:
-    page.set_viewport_size({"width": 1280, "height": 900})
-    page.screenshot(path=str(IMG / f"{name}-1280.png"), full_page=True)
-    page.set_viewport_size({"width": 390, "height": 844})
-    page.screenshot(path=str(IMG / f"{name}-390.png"), full_page=True)
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    page.set_viewport_size({"width": 1280, "height": 900})
-
-
 def test_add_a_gold_item_from_a_task_then_remove_it(people: People, page: Any) -> None:
     base = people.console.service.base_url
     page.goto(f"{base}/console/people/gold")
@@ -153,9 +144,9 @@ def test_add_a_gold_item_from_a_task_then_remove_it(people: People, page: Any) -
     assert "verdict: good" in row.inner_text()
     assert "clear: 4" in row.inner_text()
     assert "served" in row.inner_text()
-    _shots(page, "console-people-flash-added")
+    shots(page, IMG, "console-people-flash-added", fits_390=True)
     said_once(page, "added: reviewers of its queue will be served it")
-    _shots(page, "console-people-gold")
+    shots(page, IMG, "console-people-gold", fits_390=True)
     # A new reviewer's first claim is the gold item (gold_rate 1), the item copied as it was.
     carol = people.new_reviewer()
     with people.as_reviewer(carol) as client:
@@ -185,7 +176,7 @@ def test_decide_a_task_whose_reviewers_disagreed(people: People, page: Any) -> N
     answers = task.locator("table.answers tbody tr").all_inner_texts()
     said = {" ".join(a.split()).split(" ", 1)[1] for a in answers}  # after the reviewer's name
     assert said == {"good 5", "bad 1"}
-    _shots(page, "console-people-adjudication")
+    shots(page, IMG, "console-people-adjudication", fits_390=True)
     task.get_by_label("verdict").select_option("good")
     task.get_by_label("clear").evaluate("e => e.removeAttribute('max')")
     task.get_by_label("clear").fill("9")  # off the scale: said next to the form, not decided
@@ -199,7 +190,7 @@ def test_decide_a_task_whose_reviewers_disagreed(people: People, page: Any) -> N
     with page.expect_navigation():
         task.get_by_role("button", name="Decide").click()
     assert page.url.endswith("/console/people/adjudication")  # no note in the address
-    _shots(page, "console-people-flash-decided")
+    shots(page, IMG, "console-people-flash-decided", fits_390=True)
     said_once(page, "decided: its item is complete")
     assert page.locator("section.adjudication", has_text=people.disputed[:30]).count() == 0
     # The item is complete: its reward is people's (clear 4 on 1..5 -> 0.75).
@@ -234,7 +225,7 @@ def test_pause_a_reviewer_then_her_next_claim_is_refused(people: People, page: A
         refused = client.post(f"/v1/review/queues/{people.queue}/next")
     assert refused.status_code == 403, refused.text
     assert refused.json()["error"] == "reviewer_paused"
-    _shots(page, "console-reviewers")
+    shots(page, IMG, "console-reviewers", fits_390=True)
     field = page.get_by_label("Reviewer's name").bounding_box()  # at 1280 px: a name's width
     assert field is not None
     assert 150 <= field["width"] <= 320

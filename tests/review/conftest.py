@@ -1,6 +1,7 @@
 """The review queue in this process, on a fresh real database (PostgreSQL, and SQLite in WAL
 mode as the embedded default runs it): jobs are submitted through the jobs service, so their
-items reach people through the real ladder."""
+items reach people through the real ladder. And a new reviewer of the live service, for the
+page tests (review_page_support.py holds the rest they share)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from review_factories import ReviewDb
+from review_page_support import new_reviewer
+from support import Service
 
 from verifier_service.core.db import reset_engine_cache
 from verifier_service.core.migrate import upgrade
@@ -44,3 +47,9 @@ def review_db(
     reset_engine_cache()
     monkeypatch.undo()
     get_settings.cache_clear()
+
+
+@pytest.fixture
+def reviewer(live_service: Service) -> str:
+    """A new reviewer of the live service (the page tests sign in as one)."""
+    return new_reviewer(live_service)

@@ -18,12 +18,8 @@ from typing import Any
 
 import httpx
 import pytest
+from review_page_support import new_reviewer, sign_in, wait_for_task
 from support import Service, private_backends, start_service
-from test_review_browser import (
-    PASSWORD,
-    _sign_in,
-    _wait_for_task,
-)
 
 from verifier_service.client import verify_webhook
 
@@ -195,9 +191,7 @@ def test_the_trainer_sees_a_hotkey_judgement_through_sse_and_a_signed_webhook(
     browser: Any,
     receiver: Receiver,
 ) -> None:
-    name = f"rev-{uuid.uuid4().hex[:6]}"
-    made = service.cli("users", "create", "--role", "reviewer", name, stdin=PASSWORD + "\n")
-    assert made.returncode == 0, made.stderr
+    name = new_reviewer(service)
     queue = f"live-{uuid.uuid4().hex[:8]}"
     text = f"Is this sensible? {uuid.uuid4().hex}"
     with service.client() as trainer:
@@ -217,9 +211,9 @@ def test_the_trainer_sees_a_hotkey_judgement_through_sse_and_a_signed_webhook(
         time.sleep(0.5)
         assert streamed == []
 
-        context, page = _sign_in(browser, service.base_url, name)
+        context, page = sign_in(browser, service.base_url, name)
         try:
-            _wait_for_task(page, service.base_url, queue)
+            wait_for_task(page, service.base_url, queue)
             assert page.locator(".item .text").inner_text() == text
             page.keyboard.press("4")  # sensible: 4
             page.keyboard.press("1")  # safe: yes

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from review_page_support import PASSWORD, new_reviewer
 from support import Service, poll_job, start_service
 
-PASSWORD = "correct horse battery staple"
 RUBRIC = {"dimensions": [{"name": "helpful", "type": "score", "min": 1, "max": 5}]}
 
 
@@ -54,9 +54,7 @@ def _waiting(client: httpx.Client, queue: str) -> int:
 def test_a_reviewer_signs_in_answers_and_signs_out_though_the_connections_drop_each_time(
     service: Service, own_pg_url: str, browser: Any
 ) -> None:
-    reviewer = f"rev-{uuid.uuid4().hex[:6]}"
-    made = service.cli("users", "create", "--role", "reviewer", reviewer, stdin=PASSWORD + "\n")
-    assert made.returncode == 0, made.stderr
+    reviewer = new_reviewer(service)
     queue = f"q-{uuid.uuid4().hex[:8]}"
     step = {"tier": "human", "config": {"queue": queue, "rubric": RUBRIC}}
     policy = {"name": f"people-{queue}", "ladders": {"text": [step]}}

@@ -9,24 +9,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
+from review_page_support import (
+    CLEAR_AND_TONE,
+    review_policy,
+    sign_in,
+    submit_job,
+    wait_for_task,
+)
 from support import Service
-from test_review_browser import PASSWORD, _policy, _sign_in, _submit_job, _wait_for_task
 
-RUBRIC = {
-    "dimensions": [
-        {"name": "clear", "type": "score", "min": 1, "max": 4},
-        {"name": "tone", "type": "label", "labels": ["kind", "neutral", "rude"]},
-    ]
-}
-
-
-@pytest.fixture
-def reviewer(live_service: Service) -> str:
-    name = f"rev-{uuid.uuid4().hex[:6]}"
-    made = live_service.cli("users", "create", "--role", "reviewer", name, stdin=PASSWORD + "\n")
-    assert made.returncode == 0, made.stderr
-    return name
+RUBRIC = CLEAR_AND_TONE
 
 
 def _half_answer(tab: Any) -> None:
@@ -46,10 +38,10 @@ def test_a_closed_tab_gives_her_task_back_with_its_draft(
     queue = f"back-{uuid.uuid4().hex[:8]}"
     text = f"Come back to me {uuid.uuid4().hex}"
     item = {"kind": "text", "payload": {"text": text}}
-    _submit_job(live_service, _policy("text", queue, RUBRIC, None), [item])
-    context, tab = _sign_in(browser, live_service.base_url, reviewer)
+    submit_job(live_service, review_policy("text", queue, RUBRIC, None), [item])
+    context, tab = sign_in(browser, live_service.base_url, reviewer)
     try:
-        _wait_for_task(tab, live_service.base_url, queue)
+        wait_for_task(tab, live_service.base_url, queue)
         _half_answer(tab)
         tab.close()  # the tab is closed; the lease (claim_ttl_s 120 s) is still live
         again = context.new_page()
@@ -69,10 +61,10 @@ def test_a_draft_outlives_its_lease(live_service: Service, browser: Any, reviewe
     queue = f"keep-{uuid.uuid4().hex[:8]}"
     text = f"Keep my draft {uuid.uuid4().hex}"
     item = {"kind": "text", "payload": {"text": text}}
-    _submit_job(live_service, _policy("text", queue, RUBRIC, None, ttl_s=2), [item])
-    context, tab = _sign_in(browser, live_service.base_url, reviewer)
+    submit_job(live_service, review_policy("text", queue, RUBRIC, None, ttl_s=2), [item])
+    context, tab = sign_in(browser, live_service.base_url, reviewer)
     try:
-        _wait_for_task(tab, live_service.base_url, queue)
+        wait_for_task(tab, live_service.base_url, queue)
         first = tab.url
         _half_answer(tab)
         tab.close()
@@ -91,11 +83,11 @@ def test_gold_is_served_answered_and_counted(
     live_service: Service, browser: Any, reviewer: str
 ) -> None:
     queue = f"gold-{uuid.uuid4().hex[:8]}"
-    policy = _policy("text", queue, RUBRIC, None)
+    policy = review_policy("text", queue, RUBRIC, None)
     policy["ladders"]["text"][-1]["config"]["gold_rate"] = 0.2
     tag = uuid.uuid4().hex[:6]
     items = [{"kind": "text", "payload": {"text": f"Real {i} {tag}"}} for i in range(6)]
-    _submit_job(live_service, policy, items)
+    submit_job(live_service, policy, items)
     gold_text = f"Known answer {tag}"
     with live_service.client() as operator:
         added = operator.post(
@@ -104,10 +96,10 @@ def test_gold_is_served_answered_and_counted(
                   "answer": {"clear": 4, "tone": "kind"}},
         )  # fmt: skip
         assert added.status_code == 201, added.text
-    context, tab = _sign_in(browser, live_service.base_url, reviewer)
+    context, tab = sign_in(browser, live_service.base_url, reviewer)
     seen: list[str] = []
     try:
-        _wait_for_task(tab, live_service.base_url, queue)
+        wait_for_task(tab, live_service.base_url, queue)
         for _ in range(5):
             shown = tab.locator(".item .text").inner_text()
             seen.append(shown)

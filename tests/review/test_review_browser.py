@@ -10,37 +10,14 @@ from typing import Any
 
 import httpx
 import pytest
+from review_page_support import HOSTILE, review_policy, sign_in, submit_job, wait_for_task
 from support import Service, fresh_molecules, poll_job
-
-PASSWORD = "correct horse battery staple"
-HOSTILE = "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'>"
-
-
-@pytest.fixture
-def reviewer(live_service: Service) -> str:
-    name = f"rev-{uuid.uuid4().hex[:6]}"
-    made = live_service.cli("users", "create", "--role", "reviewer", name, stdin=PASSWORD + "\n")
-    assert made.returncode == 0, made.stderr
-    return name
-
-
-def _sign_in(browser: Any, base_url: str, reviewer: str, **options: Any) -> tuple[Any, Any]:
-    """A 1280x800 browser context signed in as `reviewer` (through the redirect to /signin)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, **options)
-    tab = context.new_page()
-    tab.goto(f"{base_url}/review")
-    tab.wait_for_url("**/signin?next=/review")  # not signed in: sent to sign in first
-    tab.get_by_label("Username").fill(reviewer)
-    tab.get_by_label("Password").fill(PASSWORD)
-    tab.get_by_role("button", name="Sign in").click()
-    tab.wait_for_url("**/review")
-    return context, tab
 
 
 @pytest.fixture
 def page(live_service: Service, browser: Any, reviewer: str) -> Iterator[Any]:
     """A tab signed in as a new reviewer; it must fetch nothing off-site nor throw."""
-    context, tab = _sign_in(browser, live_service.base_url, reviewer)
+    context, tab = sign_in(browser, live_service.base_url, reviewer)
     offsite: list[str] = []
     tab.on("request", lambda r: offsite.append(r.url) if "127.0.0.1" not in r.url else None)
     errors: list[str] = []
@@ -49,47 +26,6 @@ def page(live_service: Service, browser: Any, reviewer: str) -> Iterator[Any]:
     context.close()
     assert offsite == []
     assert errors == []
-
-
-def _policy(
-    kind: str, queue: str, rubric: dict[str, Any], first: str | None, ttl_s: float = 120
-) -> dict[str, Any]:
-    human = {
-        "tier": "human",
-        "config": {
-            "queue": queue,
-            "guidelines": f"Judge **carefully**. {HOSTILE}",
-            "rubric": rubric,
-            "claim_ttl_s": ttl_s,
-        },
-    }
-    ladder = ([{"tier": first}] if first else []) + [human]
-    component = {"name": "people", "tier": "human", "component": "score"}
-    return {
-        "name": f"review-{queue}",
-        "ladders": {kind: ladder},
-        "reward": {kind: {"components": [component]}},
-    }
-
-
-def _submit_job(service: Service, policy: dict[str, Any], items: list[dict[str, Any]]) -> str:
-    with service.client() as client:
-        made = client.post("/v1/policies", json={"document": policy})
-        assert made.status_code == 201, made.text
-        body = {"policy": policy["name"], "items": items}
-        posted = client.post("/v1/rewards", json=body)
-        assert posted.status_code == 202, posted.text
-        return str(posted.headers["location"])
-
-
-def _wait_for_task(page: Any, base_url: str, queue: str) -> None:
-    """Open the queue's next task (the ladder hands items to people within a moment)."""
-    for _ in range(100):
-        page.goto(f"{base_url}/review/{queue}")
-        if page.locator("#answer").count():
-            return
-        page.wait_for_timeout(200)
-    raise AssertionError(f"no task reached queue {queue}: {page.content()[:500]}")
 
 
 def _job(service: Service, location: str) -> dict[str, Any]:
@@ -113,14 +49,14 @@ def test_judge_molecules_with_hotkeys_only(live_service: Service, page: Any) -> 
         {"kind": "molecule", "payload": {"smiles": f"{chain}C(=O)O"}},
         {"kind": "molecule", "payload": {"smiles": f"{chain}N"}},
     ]
-    location = _submit_job(
-        live_service, _policy("molecule", queue, MOLECULE_RUBRIC, "chem.fast"), items
+    location = submit_job(
+        live_service, review_policy("molecule", queue, MOLECULE_RUBRIC, "chem.fast"), items
     )
     with live_service.client() as client:
         pending = client.get(location).json()
     assert {i["reward"]["status"] for i in pending["items"] if i["reward"]} <= {"pending"}
 
-    _wait_for_task(page, live_service.base_url, queue)
+    wait_for_task(page, live_service.base_url, queue)
     # The molecule is drawn, with the cheaper tier's verdict and its components beside it.
     assert page.locator("img.mol").count() == 1
     assert page.locator(".verdict .tier").first.inner_text() == "chem.fast"
@@ -166,8 +102,8 @@ def test_shortcuts_are_off_while_typing_and_hostile_text_stays_text(
     rubric = {"dimensions": [{"name": "helpful", "type": "score", "min": 1, "max": 3}]}
     text = f"Answer {uuid.uuid4().hex}: {HOSTILE}"
     item = {"kind": "text", "payload": {"text": text}}
-    location = _submit_job(live_service, _policy("text", queue, rubric, None), [item])
-    _wait_for_task(page, live_service.base_url, queue)
+    location = submit_job(live_service, review_policy("text", queue, rubric, None), [item])
+    wait_for_task(page, live_service.base_url, queue)
     # Payload and guidelines are shown as the text they are; none of it ran.
     assert page.locator(".item .text").inner_text() == text
     assert HOSTILE in page.locator(".guidelines").inner_text()
@@ -239,9 +175,11 @@ def test_judge_a_trajectory_step_by_step_with_hotkeys(live_service: Service, pag
         ],
         "final_answer": call("answer", text=f"acetylsalicylic acid {marker}"),
     }
-    location = _submit_job(live_service, _policy("json", queue, rubric, "schema"), [trajectory])
+    location = submit_job(
+        live_service, review_policy("json", queue, rubric, "schema"), [trajectory]
+    )
     page.goto(f"{live_service.base_url}/review")
-    _wait_for_task(page, live_service.base_url, queue)
+    wait_for_task(page, live_service.base_url, queue)
     # One task: the whole trajectory, step by step, each step with its lower tier's verdict.
     assert page.locator("h1 .kind").inner_text() == "trajectory"
     assert page.locator("section.step").count() == 2
@@ -296,9 +234,9 @@ def test_the_form_works_without_javascript(
         ]
     }
     item = {"kind": "text", "payload": {"text": f"Bonjour {uuid.uuid4().hex}"}}
-    location = _submit_job(live_service, _policy("text", queue, rubric, None), [item])
-    context, tab = _sign_in(browser, live_service.base_url, reviewer, java_script_enabled=False)
-    _wait_for_task(tab, live_service.base_url, queue)
+    location = submit_job(live_service, review_policy("text", queue, rubric, None), [item])
+    context, tab = sign_in(browser, live_service.base_url, reviewer, java_script_enabled=False)
+    wait_for_task(tab, live_service.base_url, queue)
     tab.get_by_role("radio", name="2", exact=True).check()
     tab.get_by_role("radio", name="yes", exact=True).check()
     tab.get_by_label("Comment").fill("plain form")
@@ -318,10 +256,10 @@ def test_an_expired_lease_says_so(live_service: Service, page: Any) -> None:
     queue = f"ttl-{uuid.uuid4().hex[:8]}"
     rubric = {"dimensions": [{"name": "ok", "type": "score", "min": 1, "max": 2}]}
     item = {"kind": "text", "payload": {"text": f"Short-lived {uuid.uuid4().hex}"}}
-    _submit_job(live_service, _policy("text", queue, rubric, None, ttl_s=2), [item])
+    submit_job(live_service, review_policy("text", queue, rubric, None, ttl_s=2), [item])
     page.route("**/heartbeat", lambda route: route.abort())  # the page's heartbeats never arrive
     page.route("**/queues/*/next", lambda route: route.abort())  # and it preloads nothing
-    _wait_for_task(page, live_service.base_url, queue)
+    wait_for_task(page, live_service.base_url, queue)
     page.wait_for_timeout(3000)
     page.keyboard.press("2")  # the draft save finds the lease expired
     banner = page.get_by_role("alert")
@@ -343,8 +281,8 @@ def test_drafts_survive_a_reload_online_and_offline(live_service: Service, page:
         ]
     }
     item = {"kind": "text", "payload": {"text": f"Draft me {uuid.uuid4().hex}"}}
-    _submit_job(live_service, _policy("text", queue, rubric, None), [item])
-    _wait_for_task(page, live_service.base_url, queue)
+    submit_job(live_service, review_policy("text", queue, rubric, None), [item])
+    wait_for_task(page, live_service.base_url, queue)
     page.keyboard.press("3")
     page.get_by_label("Comment").fill("half done")
     page.wait_for_selector("#save-state:has-text('Draft saved')")

@@ -17,26 +17,19 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
+from review_page_support import (
+    CLEAR_AND_TONE,
+    review_policy,
+    sign_in,
+    submit_job,
+    wait_for_task,
+)
 from support import Service
-from test_review_browser import PASSWORD, _policy, _sign_in, _submit_job, _wait_for_task
 
 # Screenshots go to VERIFIER_SCREENSHOTS when set (copied to docs/img/ by hand when the pages
 # change, after looking at them); the suite never writes into the source tree.
 IMG = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tempfile.mkdtemp(prefix="review-shots-"))
-RUBRIC = {
-    "dimensions": [
-        {"name": "clear", "type": "score", "min": 1, "max": 4},
-        {"name": "tone", "type": "label", "labels": ["kind", "neutral", "rude"]},
-    ]
-}
-
-
-@pytest.fixture
-def reviewer(live_service: Service) -> str:
-    name = f"rev-{uuid.uuid4().hex[:6]}"
-    made = live_service.cli("users", "create", "--role", "reviewer", name, stdin=PASSWORD + "\n")
-    assert made.returncode == 0, made.stderr
-    return name
+RUBRIC = CLEAR_AND_TONE
 
 
 def _answers(service: Service, queue: str) -> list[dict[str, Any]]:
@@ -55,15 +48,15 @@ def test_undo_the_last_answer_before_it_counts(
 ) -> None:
     queue = f"undo-{uuid.uuid4().hex[:8]}"
     items = [{"kind": "text", "payload": {"text": f"{n} {uuid.uuid4().hex}"}} for n in "AB"]
-    _submit_job(live_service, _policy("text", queue, RUBRIC, None), items)
+    submit_job(live_service, review_policy("text", queue, RUBRIC, None), items)
     # A reviewer in India reading a British clock: times on the page are hers, not UTC.
-    context, tab = _sign_in(
+    context, tab = sign_in(
         browser, live_service.base_url, reviewer, timezone_id="Asia/Kolkata", locale="en-GB"
     )
     errors: list[str] = []
     tab.on("pageerror", lambda e: errors.append(str(e)))
     try:
-        _wait_for_task(tab, live_service.base_url, queue)
+        wait_for_task(tab, live_service.base_url, queue)
         held = tab.locator("#lease-state time")
         utc = datetime.fromisoformat(str(held.get_attribute("datetime")))
         expected = utc.replace(tzinfo=utc.tzinfo or ZoneInfo("UTC"))
@@ -131,10 +124,10 @@ def test_phone_width_dark_mode_focus_and_items_as_sent(
     long_line = "total = " + " + ".join(f"value_{i}" for i in range(60))
     item = {"kind": "code", "payload": {"code": f"def f():\n    {long_line}\n    return total",
                                         "tests": "def test_f():\n    assert f"}}  # fmt: skip
-    _submit_job(live_service, _policy("code", queue, RUBRIC, None), [item])
-    context, tab = _sign_in(browser, live_service.base_url, reviewer, color_scheme=scheme)
+    submit_job(live_service, review_policy("code", queue, RUBRIC, None), [item])
+    context, tab = sign_in(browser, live_service.base_url, reviewer, color_scheme=scheme)
     try:
-        _wait_for_task(tab, live_service.base_url, queue)
+        wait_for_task(tab, live_service.base_url, queue)
         # As sent: the code's lines kept (the long one scrolls in its box), no default fields.
         src = tab.locator("pre.src").first
         assert src.inner_text().splitlines()[1].strip() == long_line
@@ -177,10 +170,10 @@ def test_a_tool_call_without_args_shows_none(live_service: Service, browser: Any
                                              reviewer: str) -> None:  # fmt: skip
     queue = f"tool-{uuid.uuid4().hex[:8]}"
     item = {"kind": "json", "payload": {"tool": "list_files"}}
-    _submit_job(live_service, _policy("json", queue, RUBRIC, None), [item])
-    context, tab = _sign_in(browser, live_service.base_url, reviewer)
+    submit_job(live_service, review_policy("json", queue, RUBRIC, None), [item])
+    context, tab = sign_in(browser, live_service.base_url, reviewer)
     try:
-        _wait_for_task(tab, live_service.base_url, queue)
+        wait_for_task(tab, live_service.base_url, queue)
         shown = tab.locator("section.item").inner_text()
         assert "list_files" in shown
         assert "No arguments." in shown
