@@ -1,4 +1,8 @@
-"""What the sync and async clients share: request bodies, retry timing, response parsing."""
+"""What the sync and async clients share: every decision that needs no I/O.
+
+The requests they send (paths, bodies, headers, timeouts), the answers they parse, when to
+retry, when a wait has run out, how score_jobs splits and long-polls its batches, and where a
+resumable event stream is. Each client keeps only its loops that block or await."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 from pydantic import BaseModel
@@ -19,6 +24,8 @@ from verifier_service.client.errors import (
     error_for,
 )
 from verifier_service.client.settings import ClientSettings
+from verifier_service.client.sse import SseParser, StreamState
+from verifier_service.wire.events import ChangesPage, JobEventOut
 from verifier_service.wire.jobs import ItemOut, JobOut
 from verifier_service.wire.rewards import Reward, RewardStatus
 
@@ -70,9 +77,20 @@ class PollPolicy:
             interval = min(interval * self.factor, self.max_s)
 
 
+@dataclass(frozen=True)
+class Call:
+    """One request as a client sends it: everything but the sending."""
+
+    method: str
+    path: str
+    headers: dict[str, str] | None
+    timeout: httpx.Timeout
+    json: Any = None
+
+
 class ClientCore:
-    """What the blocking and the async client share: their settings, and every decision that
-    needs no I/O (when to retry, when a wait has run out, which rewards are new)."""
+    """What the blocking and the async client share: their settings, the requests they send
+    (`*_call`) and when to retry them."""
 
     def __init__(
         self,
@@ -121,6 +139,193 @@ class ClientCore:
         if not should_retry(outcome) or self.retry.gives_up(attempt, elapsed_s):
             return None
         return self.retry.delay(attempt, outcome.headers.get("Retry-After"))
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+        read_timeout_s: float | None = None,
+    ) -> Call:
+        timeout = httpx.Timeout(self.timeout_s if read_timeout_s is None else read_timeout_s)
+        return Call(method, path, headers, timeout, json)
+
+    def submit_call(
+        self,
+        items: Iterable[ItemLike],
+        *,
+        policy: str,
+        wait_s: float | None,
+        deadline_s: float | None,
+        idempotency_key: str | None,
+        verdicts: bool,
+    ) -> Call:
+        """POST /v1/rewards, read for as long as the service may wait (wait_s) and then some."""
+        return self.call(
+            "POST",
+            with_verdicts("/v1/rewards", verdicts),
+            json=reward_body(items, policy, wait_s, deadline_s),
+            headers=headers(self.principal, idempotency_key or new_key()),
+            read_timeout_s=(wait_s or 0) + self.timeout_s,
+        )
+
+    def job_call(self, job_id: str, verdicts: bool) -> Call:
+        path = with_verdicts(f"/v1/jobs/{job_id}", verdicts)
+        return self.call("GET", path, headers=headers(self.principal, None))
+
+    def cost_call(self, job_id: str) -> Call:
+        return self.call("GET", f"/v1/jobs/{job_id}/cost", headers=headers(self.principal, None))
+
+    def changes_call(self, since: str | None, limit: int) -> Call:
+        params: dict[str, str | int] = {"limit": limit}
+        if since is not None:
+            params["since"] = since
+        path = f"/v1/rewards/changes?{urlencode(params)}"
+        return self.call("GET", path, headers=headers(self.principal, None))
+
+    def policy_call(self, text: str, activate: bool) -> Call:
+        body = {"text": text, "activate": activate}
+        return self.call("POST", "/v1/policies", json=body, headers=headers(self.principal, None))
+
+
+class Attempts:
+    """Where one request's retries are: which attempt, since when, and what comes next."""
+
+    def __init__(self, core: ClientCore, call: Call) -> None:
+        self.core = core
+        self.what = f"{call.method} {core.base_url}{call.path}"
+        self.attempt = 0
+        self.started = time.monotonic()
+
+    def after(self, outcome: httpx.Response | httpx.TransportError) -> httpx.Response | float:
+        """The answer to return, or the seconds to wait before the next attempt (a connection
+        error with no retries left raises ServiceConnectionError)."""
+        delay = self.core.retry_delay(self.attempt, self.what, outcome, self.started)
+        if delay is None:
+            assert isinstance(outcome, httpx.Response)
+            return outcome
+        self.attempt += 1
+        return delay
+
+
+class Polling:
+    """The clock of `wait`: intervals growing as the PollPolicy says, up to timeout_s."""
+
+    def __init__(self, poll: PollPolicy, timeout_s: float | None) -> None:
+        self.timeout_s = timeout_s
+        self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        self._intervals = poll.intervals()
+
+    def after(self, job: JobOut) -> float | None:
+        """Seconds to wait before polling `job` again; None once it completed. JobTimeoutError
+        when the next poll would come after timeout_s."""
+        if job.status == "completed":
+            return None
+        interval = next(self._intervals)
+        if self.deadline is not None and time.monotonic() + interval > self.deadline:
+            raise still_running(job, self.timeout_s)
+        return interval
+
+
+class Scoring:
+    """The bookkeeping of one score_jobs: the batches of `batch_size` items, their
+    Idempotency-Keys (one key per batch, the same on every long poll of it) and the time left.
+
+    Waiting re-sends a batch with its key and a `wait_s`: the service answers the moment the
+    job finishes (a long poll), instead of the client polling on a timer.
+    """
+
+    def __init__(
+        self,
+        core: ClientCore,
+        items: Sequence[ItemLike],
+        *,
+        policy: str,
+        timeout_s: float,
+        deadline_s: float | None,
+        idempotency_key: str | None,
+        verdicts: bool,
+    ) -> None:
+        self.started = time.monotonic()
+        self.core = core
+        self.batches = chunks(items, core.batch_size)
+        self.keys = batch_keys(idempotency_key or new_key(), len(self.batches))
+        self.policy = policy
+        self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
+        self.verdicts = verdicts
+
+    @property
+    def indices(self) -> range:
+        return range(len(self.batches))
+
+    def first_call(self, index: int, *, concurrent: bool) -> Call:
+        """The first POST of batch `index`. Batches sent one after another long-poll only when
+        there is one (the next batch must not wait on the first); concurrent ones always."""
+        wait_s = long_poll_s(self.timeout_s) if concurrent or len(self.batches) == 1 else None
+        return self._call(index, wait_s)
+
+    def next_call(self, index: int, job: JobOut) -> Call | None:
+        """The long poll that waits on for batch `index`'s `job`; None once it completed or
+        timeout_s has passed."""
+        if job.status == "completed":
+            return None
+        left = self.timeout_s - (time.monotonic() - self.started)
+        return None if left <= 0 else self._call(index, long_poll_s(left))
+
+    def _call(self, index: int, wait_s: float | None) -> Call:
+        return self.core.submit_call(
+            self.batches[index], policy=self.policy, wait_s=wait_s, deadline_s=self.deadline_s,
+            idempotency_key=self.keys[index], verdicts=self.verdicts,
+        )  # fmt: skip
+
+
+class EventStream:
+    """The bookkeeping of one resumable `events` stream: the request that (re)opens it, the
+    events parsed from its lines, and what to do when it ends before job.finished."""
+
+    def __init__(
+        self, core: ClientCore, job_id: str, last_event_id: int | None, timeout_s: float | None
+    ) -> None:
+        self.core = core
+        self.state = StreamState(job_id, last_event_id, timeout_s)
+        self.parser = SseParser()
+        self.finished = False
+
+    def call(self) -> Call:
+        """The GET that opens the stream (again, after the last event seen)."""
+        self.parser = SseParser()
+        state = self.state
+        base = headers(self.core.principal, None)
+        return Call("GET", state.path, state.headers(base), state.timeout(self.core.timeout_s))
+
+    def feed(self, line: str) -> JobEventOut | None:
+        """One line of the stream: the event it completes, if any."""
+        event = self.parser.feed(line)
+        if event is not None:
+            self.state.seen(event)
+            self.finished = event.type == "job.finished"
+        return event
+
+    def out_of_time(self) -> bool:
+        return self.state.out_of_time()
+
+    def resume_delay(self, outcome: httpx.Response | httpx.TransportError | None) -> float:
+        """Seconds to wait before reopening a stream that ended with `outcome` (an error answer
+        or a connection error; None when it just ended early). An error answer that is not
+        retried, or a connection error with no retries left, raises."""
+        state = self.state
+        delay: float | None = self.core.retry.delay(state.attempt)
+        if outcome is not None:
+            what = f"GET {state.path}"
+            delay = self.core.retry_delay(state.attempt, what, outcome, state.started)
+            if delay is None:
+                assert isinstance(outcome, httpx.Response)
+                raise_for(outcome)
+        state.attempt += 1
+        return delay or 0.0
 
 
 def still_running(job: JobOut, timeout_s: float | None) -> JobTimeoutError:
@@ -233,6 +438,23 @@ def not_ready(job_id: str, waited_s: float | None) -> Reward:
 def rewards_of(job: JobOut, waited_s: float | None = None) -> list[Reward]:
     """One reward per item of a job, in order; running items come back `pending`."""
     return [i.reward if i.reward is not None else not_ready(job.id, waited_s) for i in job.items]
+
+
+def all_rewards(jobs: Iterable[JobOut], waited_s: float | None) -> list[Reward]:
+    """One reward per item of the jobs of one score_jobs, in order."""
+    return [r for job in jobs for r in rewards_of(job, waited_s)]
+
+
+def json_object(response: httpx.Response) -> dict[str, Any]:
+    """The JSON object of an answer (raised for when it is an error)."""
+    raise_for(response)
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def changes_from(response: httpx.Response) -> ChangesPage:
+    raise_for(response)
+    return ChangesPage.model_validate_json(response.content)
 
 
 def finished(item: ItemOut) -> bool:

@@ -9,7 +9,7 @@ from typing import Any, Self
 
 import httpx
 
-from verifier_service.client._base import ClientCore, PollPolicy, RetryPolicy
+from verifier_service.client._base import Attempts, Call, ClientCore, PollPolicy, RetryPolicy
 
 
 class BlockingClient(ClientCore):
@@ -51,31 +51,24 @@ class BlockingClient(ClientCore):
     def close(self) -> None:
         self._http.close()
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        headers: dict[str, str] | None = None,
-        read_timeout_s: float | None = None,
-    ) -> httpx.Response:
+    def _request(self, method: str, path: str, *, json: Any = None) -> httpx.Response:
+        """One request, retried as `_send` retries it (OraclePartner's POSTs)."""
+        return self._send(self.call(method, path, json=json))
+
+    def _send(self, call: Call) -> httpx.Response:
         """One request, retried after connection errors, 5xx and 429 until the retry policy
         gives up; the last answer (raised for by the caller) or the last connection error."""
-        timeout = httpx.Timeout(self.timeout_s if read_timeout_s is None else read_timeout_s)
-        attempt = 0
-        started = time.monotonic()
+        attempts = Attempts(self, call)
         while True:
             outcome: httpx.Response | httpx.TransportError
             try:
                 outcome = self._http.request(
-                    method, path, json=json, headers=headers, timeout=timeout
-                )
+                    call.method, call.path, json=call.json, headers=call.headers,
+                    timeout=call.timeout,
+                )  # fmt: skip
             except httpx.TransportError as exc:
                 outcome = exc
-            delay = self.retry_delay(attempt, f"{method} {self.base_url}{path}", outcome, started)
-            if delay is None:
-                assert isinstance(outcome, httpx.Response)
-                return outcome
-            time.sleep(delay)
-            attempt += 1
+            after = attempts.after(outcome)
+            if isinstance(after, httpx.Response):
+                return after
+            time.sleep(after)

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlencode
 
 import httpx
 
 from verifier_service.client import _base
-from verifier_service.client._base import ClientCore, ItemLike, PollPolicy, RetryPolicy
-from verifier_service.client.sse import SseParser, StreamState, reward_of
+from verifier_service.client._base import (
+    Attempts,
+    Call,
+    ClientCore,
+    ItemLike,
+    PollPolicy,
+    RetryPolicy,
+)
+from verifier_service.client.sse import reward_of
 from verifier_service.wire.events import ChangesPage, JobEventOut
 from verifier_service.wire.jobs import JobOut
 from verifier_service.wire.rewards import Reward
@@ -39,20 +44,13 @@ class AsyncVerifierClient(ClientCore):
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(
-            base_url,
-            principal=principal,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            retry=retry,
-            poll=poll,
-            batch_size=batch_size,
-        )
+            base_url, principal=principal, api_key=api_key, timeout_s=timeout_s, retry=retry,
+            poll=poll, batch_size=batch_size,
+        )  # fmt: skip
         self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            timeout=timeout_s,
-            transport=transport,
+            base_url=self.base_url, timeout=timeout_s, transport=transport,
             headers=self.default_headers(),
-        )
+        )  # fmt: skip
 
     async def __aenter__(self) -> AsyncVerifierClient:
         return self
@@ -68,32 +66,26 @@ class AsyncVerifierClient(ClientCore):
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        headers: dict[str, str] | None = None,
-        read_timeout_s: float | None = None,
-    ) -> httpx.Response:
-        timeout = httpx.Timeout(self.timeout_s if read_timeout_s is None else read_timeout_s)
-        attempt = 0
-        started = time.monotonic()
+    async def _send(self, call: Call) -> httpx.Response:
+        """One request, retried after connection errors, 5xx and 429 until the retry policy
+        gives up; the last answer (raised for by the caller) or the last connection error."""
+        attempts = Attempts(self, call)
         while True:
             outcome: httpx.Response | httpx.TransportError
             try:
                 outcome = await self._http.request(
-                    method, path, json=json, headers=headers, timeout=timeout
-                )
+                    call.method, call.path, json=call.json, headers=call.headers,
+                    timeout=call.timeout,
+                )  # fmt: skip
             except httpx.TransportError as exc:
                 outcome = exc
-            delay = self.retry_delay(attempt, f"{method} {self.base_url}{path}", outcome, started)
-            if delay is None:
-                assert isinstance(outcome, httpx.Response)
-                return outcome
-            await asyncio.sleep(delay)
-            attempt += 1
+            after = attempts.after(outcome)
+            if isinstance(after, httpx.Response):
+                return after
+            await asyncio.sleep(after)
+
+    async def _job(self, call: Call) -> JobOut:
+        return _base.job_from(await self._send(call))
 
     async def submit(
         self,
@@ -107,86 +99,57 @@ class AsyncVerifierClient(ClientCore):
     ) -> JobOut:
         """POST /v1/rewards once: the job, completed if its rewards were ready within wait_s
         (its items' verdicts left out, so empty, if not `verdicts`)."""
-        body = _base.reward_body(items, policy, wait_s, deadline_s)
-        key = idempotency_key or _base.new_key()
-        response = await self._request(
-            "POST",
-            _base.with_verdicts("/v1/rewards", verdicts),
-            json=body,
-            headers=_base.headers(self.principal, key),
-            read_timeout_s=(wait_s or 0) + self.timeout_s,
-        )
-        return _base.job_from(response)
+        return await self._job(self.submit_call(
+            items, policy=policy, wait_s=wait_s, deadline_s=deadline_s,
+            idempotency_key=idempotency_key, verdicts=verdicts,
+        ))  # fmt: skip
 
     async def get_job(self, job_id: str, *, verdicts: bool = True) -> JobOut:
         """GET /v1/jobs/{id} (its items' verdicts left out, so empty, if not `verdicts`)."""
-        response = await self._request(
-            "GET",
-            _base.with_verdicts(f"/v1/jobs/{job_id}", verdicts),
-            headers=_base.headers(self.principal, None),
-        )
-        return _base.job_from(response)
+        return await self._job(self.job_call(job_id, verdicts))
 
     async def job_cost(self, job_id: str) -> dict[str, Any]:
         """GET /v1/jobs/{id}/cost: the job's cost report (escalations, cost units, cache hits)."""
-        response = await self._request(
-            "GET", f"/v1/jobs/{job_id}/cost", headers=_base.headers(self.principal, None)
-        )
-        _base.raise_for(response)
-        report: dict[str, Any] = response.json()
-        return report
+        return _base.json_object(await self._send(self.cost_call(job_id)))
 
     async def wait(self, job_id: str, *, timeout_s: float | None = None) -> JobOut:
         """Poll a job with growing intervals until it completes; JobTimeoutError after timeout_s."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        for interval in self.poll.intervals():
+        polling = _base.Polling(self.poll, timeout_s)
+        while True:
             job = await self.get_job(job_id)
-            if job.status == "completed":
+            interval = polling.after(job)
+            if interval is None:
                 return job
-            if deadline is not None and time.monotonic() + interval > deadline:
-                raise _base.still_running(job, timeout_s)
             await asyncio.sleep(interval)
-        raise AssertionError("unreachable")
 
     async def events(
         self, job_id: str, *, last_event_id: int | None = None, timeout_s: float | None = None
     ) -> AsyncIterator[JobEventOut]:
         """The job's server-sent events until job.finished, resumed with Last-Event-ID after a
         dropped connection; JobTimeoutError after timeout_s."""
-        state = StreamState(job_id, last_event_id, timeout_s)
+        stream = _base.EventStream(self, job_id, last_event_id, timeout_s)
         while True:
+            call = stream.call()
             outcome: httpx.Response | httpx.TransportError | None = None
             try:
                 async with self._http.stream(
-                    "GET",
-                    state.path,
-                    headers=state.headers(_base.headers(self.principal, None)),
-                    timeout=state.timeout(self.timeout_s),
+                    call.method, call.path, headers=call.headers, timeout=call.timeout
                 ) as response:
                     if response.status_code >= 400:
                         await response.aread()
                         outcome = response
                     else:
-                        parser = SseParser()
                         async for line in response.aiter_lines():
-                            event = parser.feed(line)
+                            event = stream.feed(line)
                             if event is not None:
-                                state.seen(event)
                                 yield event
-                                if event.type == "job.finished":
+                                if stream.finished:
                                     return
             except httpx.TransportError as exc:  # dropped, or quiet past the read timeout
                 outcome = exc
-            if state.out_of_time():
+            if stream.out_of_time():
                 raise _base.still_running(await self.get_job(job_id), timeout_s)
-            delay: float | None = self.retry.delay(state.attempt)  # ended early: resume
-            if outcome is not None:
-                delay = self.retry_delay(state.attempt, f"GET {state.path}", outcome, state.started)
-                if delay is None:
-                    assert isinstance(outcome, httpx.Response)
-                    _base.raise_for(outcome)
-            await asyncio.sleep(delay or 0.0)
-            state.attempt += 1
+            await asyncio.sleep(stream.resume_delay(outcome))
 
     async def stream(
         self, job_id: str, *, timeout_s: float | None = None
@@ -200,15 +163,7 @@ class AsyncVerifierClient(ClientCore):
 
     async def changes(self, *, since: str | None = None, limit: int = 100) -> ChangesPage:
         """GET /v1/rewards/changes after cursor `since`; pass `page.next` as the next since."""
-        params: dict[str, str | int] = {"limit": limit}
-        if since is not None:
-            params["since"] = since
-        response = await self._request(
-            "GET", f"/v1/rewards/changes?{urlencode(params)}",
-            headers=_base.headers(self.principal, None),
-        )  # fmt: skip
-        _base.raise_for(response)
-        return ChangesPage.model_validate_json(response.content)
+        return _base.changes_from(await self._send(self.changes_call(since, limit)))
 
     async def score_jobs(
         self,
@@ -221,40 +176,23 @@ class AsyncVerifierClient(ClientCore):
         verdicts: bool = True,
     ) -> list[JobOut]:
         """Submit items in batches of `batch_size` and wait up to timeout_s for all of them
-        (without their items' verdicts if not `verdicts`).
+        (without their items' verdicts if not `verdicts`), the batches concurrently.
 
         Waiting re-sends each batch with its Idempotency-Key and a `wait_s`: the service answers
         the moment the job finishes (a long poll), instead of the client polling on a timer.
         """
-        start = time.monotonic()
-        batches = _base.chunks(items, self.batch_size)
-        keys = _base.batch_keys(idempotency_key or _base.new_key(), len(batches))
+        run = _base.Scoring(
+            self, items, policy=policy, timeout_s=timeout_s, deadline_s=deadline_s,
+            idempotency_key=idempotency_key, verdicts=verdicts,
+        )  # fmt: skip
 
-        async def one(batch: Sequence[ItemLike], key: str) -> JobOut:
-            # Batches run concurrently here, so each may long-poll from its first request.
-            job = await self.submit(
-                batch,
-                policy=policy,
-                wait_s=_base.long_poll_s(timeout_s),
-                deadline_s=deadline_s,
-                idempotency_key=key,
-                verdicts=verdicts,
-            )
-            while job.status != "completed":
-                left = timeout_s - (time.monotonic() - start)
-                if left <= 0:
-                    break
-                job = await self.submit(
-                    batch,
-                    policy=policy,
-                    wait_s=_base.long_poll_s(left),
-                    deadline_s=deadline_s,
-                    idempotency_key=key,
-                    verdicts=verdicts,
-                )
+        async def one(i: int) -> JobOut:
+            job = await self._job(run.first_call(i, concurrent=True))
+            while (call := run.next_call(i, job)) is not None:
+                job = await self._job(call)
             return job
 
-        return list(await asyncio.gather(*(one(b, k) for b, k in zip(batches, keys, strict=True))))
+        return list(await asyncio.gather(*(one(i) for i in run.indices)))
 
     async def score(
         self,
@@ -267,23 +205,11 @@ class AsyncVerifierClient(ClientCore):
     ) -> list[Reward]:
         """One reward per item, in order; items not finished within timeout_s come back pending."""
         jobs = await self.score_jobs(
-            items,
-            policy=policy,
-            timeout_s=timeout_s,
-            deadline_s=deadline_s,
-            idempotency_key=idempotency_key,
-            verdicts=False,  # the rewards are all it returns
-        )
-        return [r for job in jobs for r in _base.rewards_of(job, timeout_s)]
+            items, policy=policy, timeout_s=timeout_s, deadline_s=deadline_s,
+            idempotency_key=idempotency_key, verdicts=False,  # the rewards are all it returns
+        )  # fmt: skip
+        return _base.all_rewards(jobs, timeout_s)
 
     async def create_policy(self, text: str, *, activate: bool = True) -> dict[str, Any]:
         """POST /v1/policies with a YAML or JSON policy document; the stored summary."""
-        response = await self._request(
-            "POST",
-            "/v1/policies",
-            json={"text": text, "activate": activate},
-            headers=_base.headers(self.principal, None),
-        )
-        _base.raise_for(response)
-        summary: dict[str, Any] = response.json()
-        return summary
+        return _base.json_object(await self._send(self.policy_call(text, activate)))

@@ -33,6 +33,7 @@ from verifier_service.client.aio import AsyncVerifierClient
 from verifier_service.client.mappings import ItemMapping, group_key, message_text, with_group
 from verifier_service.client.settings import ClientSettings
 from verifier_service.client.sync import VerifierClient
+from verifier_service.wire.jobs import JobOut
 from verifier_service.wire.rewards import Reward, RewardStatus
 
 _LEDGER = "ledger"
@@ -104,6 +105,7 @@ class _Base:
         group_by_prompt: bool,
         num_generations: int | None,
         cost_ledger: bool,
+        deadline_s: float | None,
     ) -> None:
         settings = ClientSettings()
         self.mapping = mapping
@@ -114,6 +116,7 @@ class _Base:
             raise ValueError(f"num_generations must be >= 1, not {num_generations}")
         self.num_generations = num_generations
         self.cost_ledger = cost_ledger
+        self.deadline_s = deadline_s
         # Fidelity tiers seen so far: each call logs all of them (0.0 when absent), so TRL's
         # per-step means are shares of every call, not only of the calls where a tier showed up.
         self._fidelities: set[str] = set()
@@ -137,6 +140,25 @@ class _Base:
                 item = with_group(item, group)
             out.append(item)
         return out
+
+    def scoring(self) -> dict[str, Any]:
+        """score_jobs' arguments besides the items: the rewards are all a call needs."""
+        return {
+            "policy": self.policy, "timeout_s": self.timeout_s, "deadline_s": self.deadline_s,
+            "verdicts": False,
+        }  # fmt: skip
+
+    def finish(
+        self,
+        jobs: Sequence[JobOut],
+        reports: Sequence[Mapping[str, Any]] | None,
+        columns: Mapping[str, Any],
+    ) -> list[float | None]:
+        """TRL's values for a call's scored jobs, logged with their cost `reports` (when read)."""
+        rewards = _base.all_rewards(jobs, self.timeout_s)
+        if reports is not None:
+            self.log_ledger(reports, columns)
+        return self.log(rewards, columns)
 
     def log_ledger(self, reports: Sequence[Mapping[str, Any]], columns: Mapping[str, Any]) -> None:
         log_metric: Callable[[str, float], None] | None = columns.get("log_metric")
@@ -191,30 +213,19 @@ class TRLReward(_Base):
         cost_ledger: bool = False,
         deadline_s: float | None = None,
     ) -> None:
-        self.deadline_s = deadline_s
         super().__init__(
-            mapping,
-            policy=policy,
-            timeout_s=timeout_s,
-            name=name,
-            group_by_prompt=group_by_prompt,
-            num_generations=num_generations,
-            cost_ledger=cost_ledger,
-        )
+            mapping, policy=policy, timeout_s=timeout_s, name=name,
+            group_by_prompt=group_by_prompt, num_generations=num_generations,
+            cost_ledger=cost_ledger, deadline_s=deadline_s,
+        )  # fmt: skip
         self.client = client or VerifierClient(base_url, api_key=api_key)
 
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any
     ) -> list[float | None]:
-        items = self.items(prompts, completions, columns)
-        jobs = self.client.score_jobs(
-            items, policy=self.policy, timeout_s=self.timeout_s, deadline_s=self.deadline_s,
-            verdicts=False,
-        )  # fmt: skip
-        rewards = [r for job in jobs for r in _base.rewards_of(job, self.timeout_s)]
-        if self.cost_ledger:
-            self.log_ledger([self.client.job_cost(job.id) for job in jobs], columns)
-        return self.log(rewards, columns)
+        jobs = self.client.score_jobs(self.items(prompts, completions, columns), **self.scoring())
+        reports = [self.client.job_cost(job.id) for job in jobs] if self.cost_ledger else None
+        return self.finish(jobs, reports, columns)
 
 
 class AsyncTRLReward(_Base):
@@ -235,16 +246,11 @@ class AsyncTRLReward(_Base):
         cost_ledger: bool = False,
         deadline_s: float | None = None,
     ) -> None:
-        self.deadline_s = deadline_s
         super().__init__(
-            mapping,
-            policy=policy,
-            timeout_s=timeout_s,
-            name=name,
-            group_by_prompt=group_by_prompt,
-            num_generations=num_generations,
-            cost_ledger=cost_ledger,
-        )
+            mapping, policy=policy, timeout_s=timeout_s, name=name,
+            group_by_prompt=group_by_prompt, num_generations=num_generations,
+            cost_ledger=cost_ledger, deadline_s=deadline_s,
+        )  # fmt: skip
         self.base_url = base_url
         self.principal = principal
         self._api_key = api_key
@@ -264,12 +270,6 @@ class AsyncTRLReward(_Base):
     ) -> list[float | None]:
         items = self.items(prompts, completions, columns)
         client = self._client()
-        jobs = await client.score_jobs(
-            items, policy=self.policy, timeout_s=self.timeout_s, deadline_s=self.deadline_s,
-            verdicts=False,
-        )  # fmt: skip
-        rewards = [r for job in jobs for r in _base.rewards_of(job, self.timeout_s)]
-        if self.cost_ledger:
-            reports = [await client.job_cost(job.id) for job in jobs]
-            self.log_ledger(reports, columns)
-        return self.log(rewards, columns)
+        jobs = await client.score_jobs(items, **self.scoring())
+        reports = [await client.job_cost(job.id) for job in jobs] if self.cost_ledger else None
+        return self.finish(jobs, reports, columns)
