@@ -173,3 +173,31 @@ def scrolls_sideways(tab: Any, selector: str) -> list[str]:
             selector,
         )
     )
+
+
+def _request(smiles: list[str], tag: str) -> dict[str, Any]:
+    items: list[dict[str, Any]] = [{"kind": "molecule", "payload": {"smiles": s}} for s in smiles]
+    items.append({"kind": "molecule", "payload": {"smiles": f"C1CC{tag}"}})  # unclosed ring
+    items.append(
+        {
+            "kind": "json",
+            "payload": {"tool": "search", "args": {"q": tag}},
+            "reference": {"schema": {"type": "object", "required": ["tool", "args"]}},
+        }
+    )
+    return {"policy": "default", "items": items, "wait_s": 30}
+
+
+def two_trainers_ran(state: Console) -> Console:
+    """`state` after two trainers' jobs ran on it (the second one's molecules are the first's)."""
+    smiles = [unique_smiles() for _ in range(3)]
+    for n, principal in enumerate(("trainer-a", "trainer-b")):
+        key = state.service.create_key(principal, "trainer")
+        with state.service.client(api_key=key) as client:
+            # The second trainer sends the same molecules: its verdicts come from the cache.
+            answer = client.post("/v1/rewards", json=_request(smiles, "N" * (n + 1)))
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["status"] == "completed"
+        state.jobs.append(answer.json())
+        state.principals.append(principal)
+    return state

@@ -12,6 +12,12 @@ import pytest
 from console_support import Console, operator_tab
 
 
+@pytest.fixture(scope="module")
+def console(counted_console: Console) -> Console:
+    """The console nothing else adds to: these tests count everything it holds."""
+    return counted_console
+
+
 @pytest.fixture
 def page(console: Console, browser: Any) -> Iterator[Any]:
     """A 1440x900 tab signed in as the operator, through the redirect to /signin."""
