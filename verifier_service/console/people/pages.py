@@ -16,7 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse
 from sqlalchemy.orm import Session
 
-from verifier_service.auth.deps import OperatorPrincipal
+from verifier_service.auth.deps import PUBLIC, OperatorPrincipal
 from verifier_service.auth.forms import OperatorForm
 from verifier_service.auth.schemas import AuthenticatedPrincipal
 from verifier_service.console.people import service
@@ -181,9 +181,10 @@ async def decide_form(
 # --------------------------------------------------------------------------- reviewers
 
 
-@router.api_route("/console/people/reviewers", methods=["GET", "POST"])
+@router.api_route("/console/people/reviewers", methods=["GET", "POST"], dependencies=[PUBLIC])
 def reviewers_moved(request: Request) -> RedirectResponse:
     """The reviewers are on one page, /console/reviewers: old links, bookmarks and forms still
-    reach it (308 keeps a form post a post, and the query's `?confirm=pause&reviewer=`)."""
+    reach it (308 keeps a form post a post, and the query's `?confirm=pause&reviewer=`). The
+    redirect itself is public: it reveals nothing, and /console/reviewers asks for an operator."""
     query = request.url.query
     return RedirectResponse("/console/reviewers" + (f"?{query}" if query else ""), 308)
