@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -325,3 +325,45 @@ def start_service(data_dir: Path, queues: str, **env_overrides: str) -> Service:
         service.stop_all()
         raise AssertionError(f"service did not start: {logs}") from None
     return service
+
+
+def until(
+    check: Callable[[], Any], timeout: float = 30.0, what: str = "", every: float = 0.2
+) -> Any:
+    """`check()`'s first truthy answer, asked every `every` seconds for `timeout` seconds;
+    AssertionError naming `what` when none came."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what or check}")
+
+
+#: The OpenAI-protocol judge stub the judge tests and benches run as a process.
+JUDGE_STUB = REPO / "tests" / "tiers" / "judge" / "judge_stub.py"
+
+
+@contextmanager
+def judge_stub_process() -> Iterator[str]:
+    """The judge stub as its own process: its base URL (the OpenAI API under /v1) once it
+    answers; stopped on leaving."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, str(JUDGE_STUB), str(port)], cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        until(lambda: _answers(f"{url}/stub/log"), timeout=20, what="the judge stub to start",
+              every=0.1)  # fmt: skip
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _answers(url: str) -> bool:
+    try:
+        httpx.get(url, timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True

@@ -3,9 +3,8 @@ operator, the jobs the service ran, a signed-in tab, and the checks the browser 
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,17 +97,6 @@ def operator_tab(
         context.close()
     assert offsite == []
     assert errors == []
-
-
-def until(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    """`check()`'s first truthy answer, asked every 0.2 s for `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def asks_with_keyboard(tab: Any, button: str, confirm: str) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -22,9 +20,8 @@ from typing import Any
 import httpx
 import pytest
 from console_support import OPERATOR_PASSWORD, operator_tab
-from support import REPO, Service, free_port, private_backends, start_service
+from support import Service, judge_stub_process, private_backends, start_service
 
-STUB = REPO / "tests" / "tiers" / "judge" / "judge_stub.py"
 #: The workers a judge service runs: the ladder, the answer tier, the judge, people's queues.
 QUEUES = "ladder,tier.fast,tier.judge,callbacks,review"
 
@@ -32,28 +29,6 @@ QUEUES = "ladder,tier.fast,tier.judge,callbacks,review"
 def reply(label: str, confidence: float) -> str:
     """A judge's reply naming a label, as the stub sends it."""
     return json.dumps({"label": label, "confidence": confidence, "reasoning": "as planned"})
-
-
-@contextmanager
-def _stub() -> Iterator[str]:
-    """The stub as a process; its base URL."""
-    port = free_port()
-    process = subprocess.Popen([sys.executable, str(STUB), str(port)], cwd=REPO)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    try:
-        while True:
-            try:
-                httpx.get(f"{base}/stub/log", timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 @contextmanager
@@ -65,7 +40,7 @@ def judge_service(
 ) -> Iterator[tuple[Service, str]]:
     """A service with its own database and Redis whose judge endpoint `judge` is the stub,
     answering by `rules` (else sure: "correct", confidence 0.95); (service, database URL)."""
-    with _stub() as base:
+    with judge_stub_process() as base:
         plan = {"plan": [], "rules": rules, "default": {"content": reply("correct", 0.95)}}
         httpx.post(f"{base}/stub/plan", json=plan, timeout=5).raise_for_status()
         endpoints = {"judge": {"url": f"{base}/v1", "model": "stub-judge-7b", **endpoint}}

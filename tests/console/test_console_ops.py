@@ -19,7 +19,7 @@ import httpx
 import pytest
 import redis
 from console_support import OPERATOR_PASSWORD, operator_tab, unique_smiles
-from support import RedisServer, Service, free_port, private_backends, start_service
+from support import RedisServer, Service, free_port, private_backends, start_service, until
 
 from verifier_service.core.presence import held_key, presence_key, text
 
@@ -63,18 +63,13 @@ def _nothing_paused_after(ops: Service) -> Iterator[None]:
         broker.delete(key)
 
 
+def _until(check: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
+    """This module's waits: 20 s unless told, asked every 0.1 s."""
+    return until(check, timeout, what, every=0.1)
+
+
 def _broker(ops: Service) -> redis.Redis:
     return redis.Redis.from_url(ops.env["VERIFIER_BROKER__URL"])
-
-
-def _until(check: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what or check}")
 
 
 def _queue(api: httpx.Client, name: str) -> dict[str, Any]:

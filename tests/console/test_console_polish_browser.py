@@ -24,10 +24,10 @@ from console_support import (
     private_console,
     said_once,
     shots,
-    until,
 )
 from console_support import asks_with_keyboard as _asks_with_keyboard
 from console_support import yes_with_keyboard as _yes_with_keyboard
+from support import until
 
 SHOTS = Path(os.environ.get("VERIFIER_SCREENSHOTS") or tempfile.mkdtemp(prefix="polish-shots-"))
 RUBRIC = {"dimensions": [{"name": "verdict", "type": "label", "labels": ["good", "bad"]}]}

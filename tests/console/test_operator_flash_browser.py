@@ -28,9 +28,9 @@ from console_support import (
     private_console,
     said_once,
     shots,
-    until,
 )
 from console_support import confirm_with_keyboard as _confirm_with_keyboard
+from support import until
 
 from verifier_service.core.presence import PAUSED_KEY, drain_key
 

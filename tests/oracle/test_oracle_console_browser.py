@@ -14,14 +14,14 @@ import secrets
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from lab_sim import Lab, hidden_logp
-from support import Service, free_port, fresh_molecules, private_backends, start_service
+from support import Service, free_port, fresh_molecules, private_backends, start_service, until
 
 from verifier_service.client import Claim, OraclePartner
 from verifier_service.console.oracles.service import duration
@@ -121,16 +121,6 @@ def _submit(service: Service, policy: str, smiles: list[str]) -> str:
     return job_id
 
 
-def _until(check: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _figures(service: Service, name: str) -> dict[str, Any]:
     with service.client() as client:
         found: dict[str, Any] = {o["name"]: o for o in client.get("/v1/oracles").json()}[name]
@@ -146,7 +136,7 @@ def test_the_oracle_page_shows_what_was_sent_and_answered(
 ) -> None:
     molecules = fresh_molecules(4)
     _submit(service, "with-plate", molecules)
-    claim: Claim = _until(partner.claim, what="the batch")
+    claim: Claim = until(partner.claim, what="the batch")
     assert len(claim.batch.items) == 4
     answered, waiting = claim.batch.items[:3], claim.batch.items[3]
     values = {i.item_id: hidden_logp(i.payload["smiles"]) for i in answered}
@@ -224,7 +214,7 @@ def test_pause_by_the_form_stops_claims_until_resume(
         tab.keyboard.press("Enter")
         tab.wait_for_selector("#state .running")
         assert tab.locator("#paused-note").count() == 0
-        claim: Claim = _until(partner.claim, what="the batch after Resume")
+        claim: Claim = until(partner.claim, what="the batch after Resume")
         assert [i.payload["smiles"] for i in claim.batch.items] == molecule
         partner.post_results([{"item_id": claim.batch.items[0].item_id, "values": {"logp": 2}}])
 
@@ -233,7 +223,7 @@ def test_resend_gives_a_pull_batch_back_and_pushes_a_push_batch_again(
     service: Service, partner: OraclePartner, browser: Any, lab: Lab
 ) -> None:
     _submit(service, "with-plate", fresh_molecules(2))
-    claim: Claim = _until(partner.claim, what="the batch")
+    claim: Claim = until(partner.claim, what="the batch")
     first, second = claim.batch.items
     partner.post_results([{"item_id": first.item_id, "values": {"logp": 0.5}}])
     batch_id = claim.batch.batch_id
@@ -241,7 +231,7 @@ def test_resend_gives_a_pull_batch_back_and_pushes_a_push_batch_again(
         tab.get_by_role("button", name=f"Resend batch {batch_id}").click()
         tab.wait_for_selector("#resent-note")
         assert "now open (given back to be claimed)" in _text(tab, "#resent-note")
-        again: Claim = _until(partner.claim, what="the batch given back")
+        again: Claim = until(partner.claim, what="the batch given back")
         assert again.batch.batch_id == batch_id
         assert [i.item_id for i in again.batch.items] == [second.item_id]  # only what is missing
         partner.post_results([{"item_id": second.item_id, "values": {"logp": 0.25}}])
@@ -253,14 +243,14 @@ def test_resend_gives_a_pull_batch_back_and_pushes_a_push_batch_again(
 
     marker = fresh_molecules(1)
     _submit(service, "with-lab", marker)
-    pushed = _until(
+    pushed = until(
         lambda: next((b for b in lab.batches if b["items"][0]["payload"]["smiles"] == marker[0]),
                      None),
         what="the pushed batch",
     )  # fmt: skip
     path = f"/v1/oracles/lab/batches/{pushed['batch_id']}"
     with service.client() as client:
-        _until(lambda: client.get(path).json()["state"] == "sent", what="the batch sent")
+        until(lambda: client.get(path).json()["state"] == "sent", what="the batch sent")
     with operator_tab(browser, service, "/console/oracles/lab") as tab:
         tab.get_by_role("button", name=f"Resend batch {pushed['batch_id']}").click()
         tab.wait_for_selector("#resent-note")
@@ -270,7 +260,7 @@ def test_resend_gives_a_pull_batch_back_and_pushes_a_push_batch_again(
                 found: list[dict[str, Any]] = client.get(path).json()["attempts"]
                 return found if len(found) == 2 else None
 
-            attempts = _until(two_attempts, what="the second push")
+            attempts = until(two_attempts, what="the second push")
         assert [a["status_code"] for a in attempts] == [202, 200]  # the lab says it had it
         tab.reload()
         row = f"#batch-table tr[data-batch='{pushed['batch_id']}']"

@@ -31,6 +31,7 @@ from support import (
     poll_job,
     private_backends,
     start_service,
+    until,
 )
 
 from verifier_service.events.webhooks import signature
@@ -159,16 +160,6 @@ def _rewards(client: httpx.Client, job_id: str) -> list[dict[str, Any]]:
     return [i["reward"] or {"status": None} for i in items]
 
 
-def _until(check: Any, timeout: float = 30, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _expected(smiles: str) -> float:
     return min(1.0, max(0.0, (hidden_logp(smiles) + 10.0) / 20.0))
 
@@ -178,7 +169,7 @@ def test_a_pushed_batch_comes_back_measured(service: Service, lab: Lab) -> None:
     lab.delay_s = 2.0  # long enough to see the pending rewards
     with service.client() as client:
         job_id = _submit(client, "with-lab", molecules, deadline_s=120)
-        pending = _until(
+        pending = until(
             lambda: [r for r in _rewards(client, job_id) if r["status"] == "pending"],
             what="pending rewards",
         )
@@ -207,7 +198,7 @@ def test_a_lab_that_is_down_gets_its_batch_when_it_is_back(service: Service, lab
     try:
         with service.client() as client:
             job_id = _submit(client, "with-lab", molecules, deadline_s=120)
-            _until(lambda: len(lab.refused) >= 3, what="three refused pushes")
+            until(lambda: len(lab.refused) >= 3, what="three refused pushes")
     finally:
         lab.down = False
     with service.client() as client:
@@ -328,13 +319,13 @@ def test_a_pull_client_that_dies_holding_a_lease_gives_the_batch_back(service: S
     with service.client() as client:
         job_id = _submit(client, "with-plate", molecules, deadline_s=120)
     with service.client(api_key=plate_key) as first, service.client(api_key=plate_key) as second:
-        claim = _until(lambda: _claim(first, "plate"), what="a batch to claim")
+        claim = until(lambda: _claim(first, "plate"), what="a batch to claim")
         smiles = sorted(i["payload"]["smiles"] for i in claim["batch"]["items"])
         assert smiles == sorted(molecules)
         batch_id = claim["batch"]["batch_id"]
         # The first client dies here (no heartbeat): nothing is given out while its lease holds.
         assert second.post("/v1/oracles/plate/claim").status_code == 204
-        again = _until(lambda: _claim(second, "plate"), timeout=10, what="the lease to expire")
+        again = until(lambda: _claim(second, "plate"), timeout=10, what="the lease to expire")
         assert again["batch"]["batch_id"] == batch_id
         assert sorted(i["payload"]["smiles"] for i in again["batch"]["items"]) == smiles
         late = first.post(
@@ -381,7 +372,7 @@ def test_more_items_than_capacity_leave_the_lowest_valued_with_their_fallback(
         fast = poll_job(client, f"/v1/jobs/{_submit(client, 'fast-only', molecules)}", 30)
         scores = {s: i["reward"]["value"] for s, i in zip(molecules, fast["items"], strict=True)}
         job_id = _submit(client, "with-scarce", molecules, deadline_s=120)
-        left_out = _until(
+        left_out = until(
             lambda: [r for r in _rewards(client, job_id) if r["status"] == "scored"],
             what="rewards of items capacity left out",
         )
@@ -390,7 +381,7 @@ def test_more_items_than_capacity_leave_the_lowest_valued_with_their_fallback(
             assert "not selected: scarce capacity" in reward["reason"]
             assert reward["fidelity"] == "chem.fast"
     with service.client(api_key=scarce_key) as partner:
-        claim = _until(lambda: _claim(partner, "scarce"), what="the selected batch")
+        claim = until(lambda: _claim(partner, "scarce"), what="the selected batch")
         chosen = [i["payload"]["smiles"] for i in claim["batch"]["items"]]
         assert len(chosen) == 2
         others = [s for s in molecules if s not in chosen]
@@ -418,7 +409,7 @@ def test_a_result_after_the_deadline_revises_the_fallback(service: Service) -> N
     with service.client() as client:
         job_id = _submit(client, "with-plate", molecules, deadline_s=3)
         with service.client(api_key=plate_key) as partner:
-            claim = _until(lambda: _claim(partner, "plate"), what="a batch to claim")
+            claim = until(lambda: _claim(partner, "plate"), what="a batch to claim")
             job = poll_job(client, f"/v1/jobs/{job_id}", timeout=30)
             fallback = job["items"][0]["reward"]
             assert (fallback["status"], fallback["fidelity"], fallback["revision"]) == (
@@ -463,7 +454,7 @@ def test_the_trainers_revision_log_reports_the_late_results(service: Service) ->
         first = log.poll()
         assert (first["revisions/finished"], first["revisions/revised"]) == (2, 0)
         with service.client(api_key=_plate_key(service)) as partner:
-            claim = _until(lambda: _claim(partner, "plate"), what="a batch to claim")
+            claim = until(lambda: _claim(partner, "plate"), what="a batch to claim")
             assert sorted(i["payload"]["smiles"] for i in claim["batch"]["items"]) == sorted(
                 molecules
             )
@@ -471,7 +462,7 @@ def test_the_trainers_revision_log_reports_the_late_results(service: Service) ->
                 "/v1/oracles/plate/results", json={"results": results_for(claim["batch"])}
             )
             assert posted.status_code == 200, posted.text
-        later = _until(lambda: (row := log.poll())["revisions/revised"] and row, what="revisions")
+        later = until(lambda: (row := log.poll())["revisions/revised"] and row, what="revisions")
     assert (later["revisions/revised"], later["revisions/revised_total"]) == (2, 2)
     revised = [_expected(s) for s in molecules]
     expected = sum(revised) / 2 - sum(v for v in fallbacks if v is not None) / 2
@@ -484,7 +475,7 @@ def test_a_failed_measurement_is_tried_once_more_then_is_an_error(service: Servi
         job_id = _submit(client, "with-plate", molecules, deadline_s=120)
         failed: list[str] = []
         for attempt in (1, 2):
-            claim = _until(lambda: _claim(partner, "plate"), what=f"claim {attempt}")
+            claim = until(lambda: _claim(partner, "plate"), what=f"claim {attempt}")
             [item] = claim["batch"]["items"]
             assert item["payload"]["smiles"] == molecules[0]
             failed.append(item["item_id"])
@@ -594,9 +585,9 @@ def test_an_operator_resends_a_batch_the_partner_lost(service: Service, lab: Lab
                     (b for b in mine if b["items"][0]["payload"]["smiles"] in molecules), None
                 )
 
-            batch = _until(pushed, what="the pushed batch")
+            batch = until(pushed, what="the pushed batch")
             path = f"/v1/oracles/lab/batches/{batch['batch_id']}"
-            _until(lambda: client.get(path).json()["state"] == "sent", what="the batch sent")
+            until(lambda: client.get(path).json()["state"] == "sent", what="the batch sent")
             resent = client.post(f"{path}/resend")
             assert resent.status_code == 200, resent.text
             assert resent.json() == {"state": "sending"}
@@ -604,7 +595,7 @@ def test_an_operator_resends_a_batch_the_partner_lost(service: Service, lab: Lab
             def again() -> list[dict[str, Any]]:
                 return [a for a in client.get(path).json()["attempts"] if a["status_code"] == 200]
 
-            attempts = _until(again, what="the second push")
+            attempts = until(again, what="the second push")
             assert len(attempts) == 1  # the lab already had it: it says so, and keeps one copy
             job = poll_job(client, f"/v1/jobs/{job_id}", timeout=30)
             assert job["items"][0]["reward"]["fidelity"] == "oracle"

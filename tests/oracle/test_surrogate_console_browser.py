@@ -27,8 +27,8 @@ import pytest
 from lab_sim import hidden_logp
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
-from support import Service, free_port, private_backends, start_service, wait_ready
-from test_oracle_console_browser import PASSWORD, _submit, _text, _until, operator_tab
+from support import Service, free_port, private_backends, start_service, until, wait_ready
+from test_oracle_console_browser import PASSWORD, _submit, _text, operator_tab
 from test_surrogate_retrain import _nci_smiles
 
 from tiers.chem.surrogate_model import SurrogateModel
@@ -89,7 +89,7 @@ def measured(service: Service) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     with OraclePartner("plate", service.base_url, api_key=key) as partner:
         while len(out) < N_MOLECULES:
-            claim = _until(partner.claim, what="a batch of the lab's molecules")
+            claim = until(partner.claim, what="a batch of the lab's molecules")
             results: list[dict[str, Any]] = []
             for item in claim.batch.items:
                 smiles = item.payload["smiles"]

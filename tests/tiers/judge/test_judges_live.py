@@ -7,41 +7,28 @@ worker with the steps before them, and a GRPO group is ranked as a whole."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from support import REPO, Service, free_port, poll_job, private_backends, start_service
+from support import (
+    Service,
+    judge_stub_process,
+    poll_job,
+    private_backends,
+    start_service,
+)
 
-STUB = Path(__file__).resolve().parent / "judge_stub.py"
 GOOD = {"content": '{"label": "good", "confidence": 0.9, "reasoning": "fine"}'}
 BAD = {"content": '{"label": "bad", "confidence": 0.9, "reasoning": "wrong"}'}
 
 
 @pytest.fixture(scope="module")
 def stub_url() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen([sys.executable, str(STUB), str(port)], cwd=REPO)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(f"{url}/stub/log", timeout=1)
-                break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline, "the judge stub did not start"
-                time.sleep(0.1)
+    with judge_stub_process() as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
